@@ -1,0 +1,109 @@
+"""The `servestack` command line: plan models before paying for GPUs.
+
+Bad input (a stack file, a profile, a flag) ends with one message naming the file, the field and
+a fix, exit code 2, and no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from infra import report
+from infra.config import DEFAULT_STACK, load_stack
+from serving.errors import ServestackError
+from serving.planner import plan
+from serving.recommend import recommend
+from serving.spec import ModelSpec
+
+app = typer.Typer(
+    help="Serve LLMs on GKE with Ray Serve: plan, render and preview, offline.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+errors = Console(stderr=True)
+
+
+@app.callback()
+def _root() -> None:
+    """Serve LLMs on GKE with Ray Serve: plan, render and preview, offline."""
+
+
+StackArg = Annotated[str, typer.Argument(help="Stack name: stacks/Pulumi.<STACK>.yaml.")]
+
+
+@app.command("plan")
+def plan_command(
+    stack: StackArg = DEFAULT_STACK,
+    model: Annotated[str | None, typer.Option(help="Only this model of the stack.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    recommend_model: Annotated[
+        str | None,
+        typer.Option("--recommend", metavar="MODEL", help="Rank machines and layouts for MODEL."),
+    ] = None,
+    max_itl_ms: Annotated[
+        float, typer.Option(min=0.1, help="Inter-token latency target for --recommend.")
+    ] = 50.0,
+    max_ttft_ms: Annotated[
+        float, typer.Option(min=1, help="Time-to-first-token target for --recommend.")
+    ] = 2000.0,
+) -> None:
+    """Memory, GPUs and nodes, latency and cost for each model of a stack.
+
+    Exits 1 when a model's layout cannot work (an error verdict).
+    """
+    loaded = load_stack(stack)
+    prices = loaded.config.prices
+    if recommend_model is not None:
+        spec = _pick(loaded.profiles, recommend_model, loaded.path, "--recommend")
+        ranked = recommend(spec, max_itl_ms / 1e3, max_ttft_ms / 1e3, prices)
+        if as_json:
+            print(json.dumps([c.model_dump() for c in ranked], indent=2))
+        else:
+            report.print_recommendation(console, spec, ranked, max_itl_ms, max_ttft_ms)
+        return
+    specs = (
+        [_pick(loaded.profiles, model, loaded.path, "--model")]
+        if model
+        else list(loaded.profiles.values())
+    )
+    plans = [plan(spec, prices) for spec in specs]
+    if as_json:
+        print(json.dumps({"stack": stack, "plans": [p.model_dump() for p in plans]}, indent=2))
+    else:
+        for spec, model_plan in zip(specs, plans, strict=True):
+            report.print_plan(console, spec, model_plan)
+    if not all(p.ok for p in plans):
+        raise typer.Exit(1)
+
+
+def _pick(profiles: dict[str, ModelSpec], name: str, source: Path, flag: str) -> ModelSpec:
+    if name in profiles:
+        return profiles[name]
+    for spec in profiles.values():
+        if spec.name == name:
+            return spec
+    raise ServestackError(
+        str(source), flag, f"the stack has no model '{name}'",
+        f"use one of: {', '.join(profiles)}",
+    )  # fmt: skip
+
+
+def main() -> None:
+    try:
+        app()
+    except ServestackError as exc:
+        errors.print(Text.assemble(("error: ", "bold red"), exc.render()), highlight=False)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Human-readable tables for the CLI (rich). The JSON output carries the same figures."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from serving.catalog import PRICES_AS_OF
+from serving.planner import GroupPlan, Plan
+from serving.recommend import Candidate
+from serving.spec import ModelSpec
+
+GIB = 1024**3
+
+
+def _gib(value: int) -> str:
+    return f"{value / GIB:,.1f} GiB"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f} ms"
+
+
+def _usd(value: float | None) -> str:
+    return "—" if value is None else f"${value:,.2f}"
+
+
+def _layout(group: GroupPlan) -> str:
+    layout = group.parallelism
+    text = f"TP={layout.tensor} PP={layout.pipeline}"
+    if layout.data > 1 or layout.expert:
+        text += f" DP={layout.data}" + (
+            f" EP={layout.expert_parallel_size}" if layout.expert else ""
+        )
+    return text
+
+
+def _group_table(group: GroupPlan) -> Table:
+    mem, where, est, cost = group.memory, group.placement, group.estimates, group.cost
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        (
+            "layout",
+            _layout(group),
+            "machine",
+            f"{where.machine_type} ({where.gpus_per_node} GPU/node)",
+        ),
+        ("usable / GPU", _gib(mem.usable_bytes), "GPUs / replica", str(where.gpus_per_replica)),
+        ("weights / GPU", _gib(mem.weights_bytes), "nodes / replica", str(where.nodes_per_replica)),
+        (
+            "activations",
+            _gib(mem.activation_bytes),
+            "replicas / node",
+            str(where.replicas_per_node or "—"),
+        ),
+        (
+            "runtime",
+            _gib(mem.runtime_overhead_bytes),
+            "replicas",
+            f"{where.min_replicas}–{where.max_replicas}",
+        ),
+        (
+            "KV cache / GPU",
+            _gib(mem.kv_cache_bytes),
+            "nodes",
+            f"{where.min_nodes}–{where.max_nodes}",
+        ),
+        ("KV / token", f"{mem.kv_cache_bytes_per_token:,} B", "TTFT", _ms(est.ttft_s)),
+        ("KV capacity", f"{mem.kv_capacity_tokens:,} tokens", "ITL (batch 1)", _ms(est.itl_s)),
+        (
+            "full-length seqs",
+            f"{mem.max_concurrent_sequences:,}",
+            f"ITL (batch {est.decode_batch})",
+            _ms(est.itl_at_batch_s),
+        ),
+        (
+            "$ / hour / replica",
+            _usd(cost.price_per_hour_usd),
+            "throughput",
+            f"{est.output_tokens_per_s:,.0f} tok/s, {est.requests_per_s:,.2f} req/s",
+        ),
+        (
+            "$ / hour at min",
+            _usd(cost.min_fleet_per_hour_usd),
+            "$ / M output tokens",
+            _usd(cost.usd_per_million_output_tokens),
+        ),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def print_plan(console: Console, spec: ModelSpec, plan: Plan) -> None:
+    status = "[green]fits[/]" if plan.ok else "[red]cannot work[/]"
+    console.rule(
+        f"[bold]{plan.model}[/]  {plan.architecture} · {plan.weights_dtype} · {plan.accelerator} · "
+        f"max_model_len {plan.max_model_len:,} · {status}"
+    )
+    console.print(
+        f"workload {spec.workload.input_tokens:,} in / {spec.workload.output_tokens:,} out tokens; "
+        f"estimates from the planner's roofline model, prices approximate ({PRICES_AS_OF} list)",
+        style="dim",
+    )
+    for group in plan.groups:
+        if len(plan.groups) > 1:
+            console.print(f"[bold]{group.role}[/]")
+        console.print(_group_table(group))
+    for verdict in plan.verdicts:
+        colour = "red" if verdict.severity == "error" else "yellow"
+        console.print(
+            f"[{colour}]{verdict.severity}[/] [{verdict.code}] {verdict.message}", highlight=False
+        )
+    console.print()
+
+
+def print_recommendation(
+    console: Console,
+    spec: ModelSpec,
+    ranked: list[Candidate],
+    max_itl_ms: float,
+    max_ttft_ms: float,
+) -> None:
+    table = Table(
+        title=(
+            f"{spec.name}: machines and layouts by $ per million output tokens "
+            f"(ITL ≤ {max_itl_ms:g} ms, TTFT ≤ {max_ttft_ms:g} ms; workload "
+            f"{spec.workload.input_tokens}/{spec.workload.output_tokens} tokens)"
+        )
+    )
+    for column in ("#", "machine", "layout", "GPUs", "$/M tok", "TTFT", "ITL", "tok/s", "why"):
+        table.add_column(column, overflow="fold")
+    for candidate in ranked:
+        style = "green" if candidate.rank == 1 and "cheapest" in candidate.reason else None
+        table.add_row(
+            str(candidate.rank),
+            candidate.machine_type,
+            candidate.layout,
+            str(candidate.gpus_per_replica),
+            _usd(candidate.usd_per_million_output_tokens),
+            _ms(candidate.ttft_s),
+            _ms(candidate.itl_at_batch_s),
+            f"{candidate.output_tokens_per_s:,.0f}",
+            candidate.reason,
+            style=style,
+        )
+    console.print(table)

@@ -1,0 +1,267 @@
+"""The model-architecture catalog: the shapes that decide memory, KV cache and compute.
+
+Every figure comes from the model's published `config.json` and model card on Hugging Face
+(the URL is on each entry). A profile may instead carry the same fields inline for a model the
+catalog lacks; both go through `Architecture`, so both are checked the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+WeightDtype = Literal["bf16", "fp8", "mxfp4"]
+
+# Bytes per weight. MXFP4 is 4-bit E2M1 values plus one 8-bit scale per 32 values: 4.25 bits.
+BYTES_PER_WEIGHT: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
+
+
+class Architecture(BaseModel):
+    """A transformer's shape. Parameter counts are totals over the whole model."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str = Field(default="inline", description="Catalog key, e.g. 'llama-3.1-8b'.")
+    hf_repo: str | None = Field(default=None, description="Where the figures were read.")
+    total_params: float = Field(gt=0, description="All parameters, embeddings included.")
+    active_params: float = Field(
+        gt=0, description="Parameters used per token (MoE: routed subset)."
+    )
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0, description="Key/value heads (GQA); equals heads for MHA.")
+    head_dim: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0, description="Dense MLP width (MoE: one expert's width).")
+    vocab_size: int = Field(gt=0)
+    tied_embeddings: bool = False
+    max_position_embeddings: int = Field(gt=0, description="Longest context the model supports.")
+    weight_dtype: WeightDtype = Field(default="bf16", description="Dtype of the published weights.")
+    expert_weight_dtype: WeightDtype | None = Field(
+        default=None, description="Dtype of expert weights where it differs (gpt-oss: mxfp4)."
+    )
+    attention: Literal["gqa", "mla"] = "gqa"
+    kv_lora_rank: int | None = Field(default=None, description="MLA compressed KV width.")
+    qk_rope_head_dim: int | None = Field(default=None, description="MLA decoupled RoPE key width.")
+    num_experts: int = Field(
+        default=0, ge=0, description="Routed experts per MoE layer; 0 = dense."
+    )
+    experts_per_token: int = Field(default=0, ge=0)
+    sliding_window_layers: int = Field(
+        default=0, ge=0, description="Layers with a short sliding window (their KV is negligible)."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Architecture:
+        if self.active_params > self.total_params:
+            raise ValueError("active_params cannot exceed total_params")
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError("num_attention_heads must be a multiple of num_kv_heads")
+        if self.attention == "mla" and (self.kv_lora_rank is None or self.qk_rope_head_dim is None):
+            raise ValueError("attention 'mla' needs kv_lora_rank and qk_rope_head_dim")
+        if bool(self.num_experts) != bool(self.experts_per_token):
+            raise ValueError("num_experts and experts_per_token go together (both 0 for dense)")
+        if self.num_experts and self.experts_per_token >= self.num_experts:
+            raise ValueError("experts_per_token must be smaller than num_experts")
+        if self.num_experts and self.active_params >= self.total_params:
+            raise ValueError("a mixture-of-experts model has fewer active than total parameters")
+        if self.sliding_window_layers >= self.num_layers:
+            raise ValueError("sliding_window_layers must leave at least one full-attention layer")
+        return self
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def embedding_params(self) -> float:
+        """Input embedding plus LM head; quantization leaves both in BF16."""
+        return float(self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2))
+
+    @property
+    def expert_params(self) -> float:
+        """Routed-expert parameters, derived from the published totals.
+
+        total - active = (experts - experts_per_token) x one expert (over all layers), so the
+        routed experts hold that per-expert size times the expert count. Shared experts count as
+        active, non-expert weights, which is how they behave.
+        """
+        if not self.is_moe:
+            return 0.0
+        per_expert = (self.total_params - self.active_params) / (
+            self.num_experts - self.experts_per_token
+        )
+        return per_expert * self.num_experts
+
+    @property
+    def full_attention_layers(self) -> int:
+        return self.num_layers - self.sliding_window_layers
+
+
+def _arch(**fields: object) -> Architecture:
+    return Architecture.model_validate(fields)
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    arch.key: arch
+    for arch in (
+        # https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct (config.json; 8.03B params)
+        _arch(
+            key="llama-3.1-8b",
+            hf_repo="meta-llama/Llama-3.1-8B-Instruct",
+            total_params=8.03e9,
+            active_params=8.03e9,
+            num_layers=32,
+            hidden_size=4096,
+            num_attention_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            intermediate_size=14336,
+            vocab_size=128256,
+            max_position_embeddings=131072,
+        ),
+        # https://huggingface.co/meta-llama/Llama-3.3-70B-Instruct (config.json; 70.6B params)
+        _arch(
+            key="llama-3.3-70b",
+            hf_repo="meta-llama/Llama-3.3-70B-Instruct",
+            total_params=70.55e9,
+            active_params=70.55e9,
+            num_layers=80,
+            hidden_size=8192,
+            num_attention_heads=64,
+            num_kv_heads=8,
+            head_dim=128,
+            intermediate_size=28672,
+            vocab_size=128256,
+            max_position_embeddings=131072,
+        ),
+        # https://huggingface.co/Qwen/Qwen3-0.6B (0.6B params, 0.44B non-embedding, tied)
+        _arch(
+            key="qwen3-0.6b",
+            hf_repo="Qwen/Qwen3-0.6B",
+            total_params=0.596e9,
+            active_params=0.596e9,
+            num_layers=28,
+            hidden_size=1024,
+            num_attention_heads=16,
+            num_kv_heads=8,
+            head_dim=128,
+            intermediate_size=3072,
+            vocab_size=151936,
+            tied_embeddings=True,
+            max_position_embeddings=40960,
+        ),
+        # https://huggingface.co/Qwen/Qwen3-32B (32.8B params)
+        _arch(
+            key="qwen3-32b",
+            hf_repo="Qwen/Qwen3-32B",
+            total_params=32.8e9,
+            active_params=32.8e9,
+            num_layers=64,
+            hidden_size=5120,
+            num_attention_heads=64,
+            num_kv_heads=8,
+            head_dim=128,
+            intermediate_size=25600,
+            vocab_size=151936,
+            max_position_embeddings=40960,
+        ),
+        # https://huggingface.co/Qwen/Qwen3-30B-A3B
+        # (30.5B total, 3.3B activated, 128 experts, 8 active)
+        _arch(
+            key="qwen3-30b-a3b",
+            hf_repo="Qwen/Qwen3-30B-A3B",
+            total_params=30.5e9,
+            active_params=3.3e9,
+            num_layers=48,
+            hidden_size=2048,
+            num_attention_heads=32,
+            num_kv_heads=4,
+            head_dim=128,
+            intermediate_size=768,
+            vocab_size=151936,
+            max_position_embeddings=40960,
+            num_experts=128,
+            experts_per_token=8,
+        ),
+        # https://huggingface.co/Qwen/Qwen3-235B-A22B
+        # (235B total, 22B activated, 128 experts, 8 active)
+        _arch(
+            key="qwen3-235b-a22b",
+            hf_repo="Qwen/Qwen3-235B-A22B",
+            total_params=235e9,
+            active_params=22e9,
+            num_layers=94,
+            hidden_size=4096,
+            num_attention_heads=64,
+            num_kv_heads=4,
+            head_dim=128,
+            intermediate_size=1536,
+            vocab_size=151936,
+            max_position_embeddings=40960,
+            num_experts=128,
+            experts_per_token=8,
+        ),
+        # https://huggingface.co/mistralai/Mixtral-8x7B-Instruct-v0.1 (46.7B total, 12.9B active)
+        _arch(
+            key="mixtral-8x7b",
+            hf_repo="mistralai/Mixtral-8x7B-Instruct-v0.1",
+            total_params=46.7e9,
+            active_params=12.9e9,
+            num_layers=32,
+            hidden_size=4096,
+            num_attention_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            intermediate_size=14336,
+            vocab_size=32000,
+            max_position_embeddings=32768,
+            num_experts=8,
+            experts_per_token=2,
+        ),
+        # https://huggingface.co/deepseek-ai/DeepSeek-V3 (671B total + 14B MTP module not
+        # served here, 37B activated; MLA with kv_lora_rank 512 and a 64-wide RoPE key;
+        # 256 routed experts, 8 per token; published in FP8)
+        _arch(
+            key="deepseek-v3",
+            hf_repo="deepseek-ai/DeepSeek-V3",
+            total_params=671e9,
+            active_params=37e9,
+            num_layers=61,
+            hidden_size=7168,
+            num_attention_heads=128,
+            num_kv_heads=128,
+            head_dim=128,
+            intermediate_size=2048,
+            vocab_size=129280,
+            max_position_embeddings=163840,
+            weight_dtype="fp8",
+            attention="mla",
+            kv_lora_rank=512,
+            qk_rope_head_dim=64,
+            num_experts=256,
+            experts_per_token=8,
+        ),
+        # https://huggingface.co/openai/gpt-oss-120b (116.8B total, 5.1B active; MXFP4 experts,
+        # BF16 attention; 128 experts, 4 per token; every other layer a 128-token window)
+        _arch(
+            key="gpt-oss-120b",
+            hf_repo="openai/gpt-oss-120b",
+            total_params=116.8e9,
+            active_params=5.1e9,
+            num_layers=36,
+            hidden_size=2880,
+            num_attention_heads=64,
+            num_kv_heads=8,
+            head_dim=64,
+            intermediate_size=2880,
+            vocab_size=201088,
+            max_position_embeddings=131072,
+            expert_weight_dtype="mxfp4",
+            num_experts=128,
+            experts_per_token=4,
+            sliding_window_layers=18,
+        ),
+    )
+}

@@ -1,0 +1,111 @@
+"""Reading user files into typed models, turning every failure into a `ServestackError`.
+
+Stack config (infra) and model profiles (serving) both come through here, so a bad key, a wrong
+type or an impossible value reads the same wherever it was made: file, field, problem, fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from serving.errors import (
+    FixableValueError,
+    ProfileValidationError,
+    ServestackError,
+    unknown_key_fix,
+)
+from serving.spec import ModelSpec
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_yaml(path: Path) -> Any:
+    source = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ServestackError(source, "", "no such file", "check the path and the name") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else ""
+        problem = str(getattr(exc, "problem", None) or exc)
+        raise ServestackError(
+            source, where, f"not valid YAML: {problem}", "fix the YAML syntax at that line"
+        ) from None
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The pydantic model that owns the field at `loc` (for listing its allowed keys)."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if current is None or not isinstance(part, str) or part not in current.model_fields:
+            return current if isinstance(part, int) else None
+        annotation = current.model_fields[part].annotation
+        candidates = getattr(annotation, "__args__", (annotation,))
+        current = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
+    return current
+
+
+def _describe_field(model: type[BaseModel], loc: tuple[int | str, ...]) -> str | None:
+    if not loc or not isinstance(loc[-1], str):
+        return None
+    owner = _model_at(model, loc[:-1])
+    if owner is None or loc[-1] not in owner.model_fields:
+        return None
+    return owner.model_fields[loc[-1]].description
+
+
+def _convert(model: type[BaseModel], source: str, error: ErrorDetails) -> ServestackError:
+    # Model-level validators report no location; their FixableValueError names the field.
+    loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    field = ".".join(str(p) for p in loc)
+    kind = error["type"]
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, FixableValueError):
+        if cause.field:
+            field = f"{field}.{cause.field}" if field else cause.field
+        return ServestackError(source, field, cause.problem, cause.fix)
+    if kind == "extra_forbidden":
+        owner = _model_at(model, loc[:-1])
+        allowed = list(owner.model_fields) if owner else []
+        return ServestackError(
+            source,
+            field,
+            f"unknown key '{loc[-1]}'",
+            unknown_key_fix(str(loc[-1]), allowed, "keys"),
+        )
+    description = _describe_field(model, loc)
+    hint = f" ({description})" if description else ""
+    if kind == "missing":
+        return ServestackError(source, field, "is required", f"add '{loc[-1]}'{hint}")
+    got = error.get("input")
+    shown = repr(got) if not isinstance(got, dict) else "a mapping"
+    return ServestackError(
+        source, field, f"{error['msg']}, got {shown}", f"set a valid value{hint}"
+    )
+
+
+def validate(model: type[M], data: Any, source: str) -> M:
+    """Validate `data` into `model`, or raise every problem at once as a `ServestackError`."""
+    if not isinstance(data, dict):
+        raise ServestackError(
+            source, "", "expected a mapping of keys to values", "see the README for the format"
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileValidationError([_convert(model, source, e) for e in exc.errors()]) from None
+
+
+def load_profile(path: Path) -> ModelSpec:
+    """Parse one model profile YAML file."""
+    return validate(ModelSpec, read_yaml(path), str(path))

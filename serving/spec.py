@@ -1,0 +1,292 @@
+"""The model deployment spec: one YAML profile per model, parsed into one frozen, typed object.
+
+The spec holds what the user chose. It rejects what is malformed or impossible on its face (an
+unknown key, tensor=0, a context longer than the model supports); a layout that is well-formed
+but wasteful or unworkable (TP across nodes, a model that does not fit) is the planner's verdict,
+so that policies can judge the same layout the program would deploy.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from serving import catalog
+from serving.catalog import Accelerator, Architecture, MachineType
+from serving.errors import FixableValueError
+
+Quantization = Literal["none", "fp8", "fp8_online"]
+KvCacheDtype = Literal["auto", "fp8"]
+RouterKind = Literal["prefix_affinity", "power_of_two", "round_robin"]
+
+_SERVED_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,50}[a-z0-9])?$")
+_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_GCS_PATH = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/[^\s]*)?$")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Parallelism(_Frozen):
+    """How one replica is split over GPUs."""
+
+    tensor: int = Field(default=1, ge=1, le=64, description="Tensor-parallel size.")
+    pipeline: int = Field(default=1, ge=1, le=64, description="Pipeline-parallel stages.")
+    data: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="Data-parallel ranks inside one DP+EP group (mixture-of-experts only).",
+    )
+    expert: bool = Field(default=False, description="Shard experts over DP x TP ranks (MoE only).")
+
+    @property
+    def model_parallel_size(self) -> int:
+        """GPUs holding one copy of the non-expert weights."""
+        return self.tensor * self.pipeline
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor * self.pipeline * self.data
+
+    @property
+    def expert_parallel_size(self) -> int:
+        """vLLM shards experts over the whole DP x TP group when expert parallelism is on."""
+        return self.data * self.tensor if self.expert else 1
+
+
+class Router(_Frozen):
+    """How Ray Serve picks a replica for a request."""
+
+    kind: RouterKind = Field(
+        default="prefix_affinity",
+        description="prefix_affinity routes shared prefixes to the replica caching them.",
+    )
+    imbalanced_threshold: float | None = Field(
+        default=None, gt=0, description="Queue-length gap beyond which load wins over affinity."
+    )
+    match_rate_threshold: float | None = Field(
+        default=None, ge=0, le=1, description="Smallest prefix match rate that counts as a hit."
+    )
+    do_eviction: bool | None = Field(default=None, description="Evict the router's prefix tree.")
+    eviction_threshold_chars: int | None = Field(default=None, gt=0)
+    eviction_target_chars: int | None = Field(default=None, gt=0)
+    eviction_interval_secs: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_kind(cls, value: Any) -> Any:
+        return {"kind": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _kwargs_only_for_prefix_affinity(self) -> Router:
+        given = sorted(self.affinity_kwargs())
+        if given and self.kind != "prefix_affinity":
+            raise FixableValueError(
+                f"{', '.join(given)} tune the prefix_affinity router, not {self.kind}",
+                "remove them, or set kind: prefix_affinity",
+            )
+        return self
+
+    def affinity_kwargs(self) -> dict[str, float | int | bool]:
+        """The PrefixCacheAffinityRouter arguments the profile sets (unset ones keep Ray's)."""
+        return {k: v for k, v in self.model_dump(exclude={"kind"}).items() if v is not None}
+
+
+class Autoscaling(_Frozen):
+    min_replicas: int = Field(default=1, ge=0, le=1000)
+    max_replicas: int = Field(default=1, ge=1, le=1000)
+    target_ongoing_requests: float = Field(
+        default=32, gt=0, description="Requests in flight per replica that autoscaling aims at."
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Autoscaling:
+        if self.min_replicas > self.max_replicas:
+            raise FixableValueError(
+                f"min_replicas ({self.min_replicas}) is above max_replicas ({self.max_replicas})",
+                f"raise max_replicas to at least {self.min_replicas}, or lower min_replicas",
+            )
+        return self
+
+
+class Workload(_Frozen):
+    """The typical request, for estimates only."""
+
+    input_tokens: int = Field(default=1024, ge=1, description="Prompt tokens per request.")
+    output_tokens: int = Field(default=256, ge=1, description="Generated tokens per request.")
+
+
+class FastPaths(_Frozen):
+    """Ray 2.56 fast paths; all on by default, switchable for side-by-side comparisons."""
+
+    haproxy: bool = Field(default=True, description="Ray Serve's HAProxy ingress.")
+    direct_streaming: bool = Field(default=True, description="Stream tokens past the router.")
+    throughput_optimized: bool = Field(default=True, description="RAY_SERVE_THROUGHPUT_OPTIMIZED.")
+    ray_v2_executor: bool = Field(default=True, description="vLLM's Ray V2 executor backend.")
+
+
+class DisaggregatedRole(_Frozen):
+    parallelism: Parallelism | None = Field(
+        default=None, description="Overrides the profile's parallelism for this role."
+    )
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
+
+
+class Disaggregation(_Frozen):
+    """Prefill/decode disaggregation: two replica groups joined by a KV-cache transfer."""
+
+    prefill: DisaggregatedRole = Field(default_factory=DisaggregatedRole)
+    decode: DisaggregatedRole = Field(default_factory=DisaggregatedRole)
+    kv_connector: Literal["NixlConnector"] = "NixlConnector"
+
+
+class ModelSpec(_Frozen):
+    """One model profile (`stacks/models/<name>.yaml`)."""
+
+    name: str = Field(
+        description="Served model id, e.g. 'llama-3.1-8b' (lower case, digits, '.', '-')."
+    )
+    source: str = Field(description="A Hugging Face repo ('org/name') or a gs:// path to weights.")
+    architecture: Architecture = Field(
+        description="A catalog key such as 'llama-3.3-70b', or the architecture's fields inline."
+    )
+    quantization: Quantization = Field(
+        default="none",
+        description="none: as published; fp8: an FP8 checkpoint; fp8_online: quantize at load.",
+    )
+    kv_cache_dtype: KvCacheDtype = "auto"
+    accelerator: str = Field(description="Accelerator catalog key, e.g. 'h100-80gb'.")
+    machine_type: str | None = Field(
+        default=None, description="GCE machine type; by default the smallest that holds a replica."
+    )
+    parallelism: Parallelism = Field(default_factory=Parallelism)
+    max_model_len: int = Field(ge=16, description="Longest sequence (prompt + output) served.")
+    max_num_batched_tokens: int = Field(
+        default=8192, ge=16, description="Chunked-prefill token budget per engine step."
+    )
+    max_num_seqs: int = Field(default=256, ge=1, le=4096, description="Sequences per engine step.")
+    gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.98)
+    prefix_caching: bool = True
+    router: Router = Field(default_factory=Router)
+    disaggregation: Disaggregation | None = None
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
+    workload: Workload = Field(default_factory=Workload)
+    fast_paths: FastPaths = Field(default_factory=FastPaths)
+
+    @field_validator("name")
+    @classmethod
+    def _served_name(cls, value: str) -> str:
+        if not _SERVED_NAME.match(value):
+            raise FixableValueError(
+                f"'{value}' is not a served model id",
+                "use lower-case letters, digits, '.' and '-', starting and ending with a letter or "
+                "digit, e.g. 'llama-3.1-8b'",
+            )
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str) -> str:
+        if value.startswith("gs://"):
+            if not _GCS_PATH.match(value):
+                raise FixableValueError(
+                    f"'{value}' is not a valid gs:// path", "use gs://<bucket>/<path to weights>"
+                )
+        elif not _HF_REPO.match(value):
+            raise FixableValueError(
+                f"'{value}' is neither a Hugging Face repo nor a gs:// path",
+                "use 'org/model' (e.g. meta-llama/Llama-3.1-8B-Instruct) or gs://bucket/path",
+            )
+        return value
+
+    @field_validator("architecture", mode="before")
+    @classmethod
+    def _architecture_from_catalog(cls, value: Any) -> Any:
+        return catalog.architecture(value) if isinstance(value, str) else value
+
+    @field_validator("accelerator")
+    @classmethod
+    def _known_accelerator(cls, value: str) -> str:
+        catalog.accelerator(value)
+        return value
+
+    @field_validator("machine_type")
+    @classmethod
+    def _known_machine_type(cls, value: str | None) -> str | None:
+        if value is not None:
+            catalog.machine_type(value)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        arch = self.architecture
+        if self.max_model_len > arch.max_position_embeddings:
+            raise FixableValueError(
+                f"max_model_len {self.max_model_len:,} is beyond {arch.key}'s "
+                f"{arch.max_position_embeddings:,} positions",
+                f"set max_model_len to at most {arch.max_position_embeddings}",
+                field="max_model_len",
+            )
+        if self.machine_type and self.machine.accelerator != self.accelerator:
+            carriers = ", ".join(m.name for m in catalog.machines_for(self.accelerator))
+            raise FixableValueError(
+                f"machine type {self.machine_type} carries {self.machine.accelerator}, "
+                f"not {self.accelerator}",
+                f"use one of {carriers}, or drop machine_type to let the planner choose",
+                field="machine_type",
+            )
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise FixableValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is below max_num_seqs "
+                f"({self.max_num_seqs}); vLLM needs a token per running sequence each step",
+                f"raise max_num_batched_tokens to at least {self.max_num_seqs}",
+                field="max_num_batched_tokens",
+            )
+        if self.workload.input_tokens + self.workload.output_tokens > self.max_model_len:
+            raise FixableValueError(
+                f"the workload's {self.workload.input_tokens} + {self.workload.output_tokens} "
+                f"tokens exceed max_model_len {self.max_model_len}",
+                "shorten the workload or raise max_model_len",
+                field="workload",
+            )
+        if self.quantization != "none" and arch.weight_dtype != "bf16":
+            raise FixableValueError(
+                f"{arch.key} is published in {arch.weight_dtype}; there is nothing to quantize "
+                f"to {self.quantization}",
+                "set quantization: none",
+                field="quantization",
+            )
+        if self.disaggregation is not None and self.parallelism.data > 1:
+            raise FixableValueError(
+                "prefill/decode disaggregation with data-parallel groups is not supported",
+                "set parallelism.data: 1, or drop disaggregation",
+                field="disaggregation",
+            )
+        return self
+
+    @property
+    def gpu(self) -> Accelerator:
+        return catalog.ACCELERATORS[self.accelerator]
+
+    @property
+    def machine(self) -> MachineType:
+        """The machine type the profile names (only valid when it names one)."""
+        assert self.machine_type is not None
+        return catalog.MACHINE_TYPES[self.machine_type]
+
+    @property
+    def weights_dtype(self) -> str:
+        """Dtype of the non-embedding weights as served."""
+        if self.quantization in ("fp8", "fp8_online"):
+            return "fp8"
+        return self.architecture.weight_dtype
+
+    @property
+    def expert_weights_dtype(self) -> str:
+        if self.architecture.expert_weight_dtype is not None:
+            return self.architecture.expert_weight_dtype
+        return self.weights_dtype
