@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from serving import catalog
 from serving.errors import ServestackError
-from serving.loading import load_profile, read_yaml, validate
+from serving.loading import display_path, load_profile, read_yaml, validate
 from serving.spec import ModelSpec
 
 NAMESPACE = "servestack"
@@ -92,24 +92,23 @@ def namespaced(config: dict[str, Any], source: str) -> dict[str, Any]:
 def load_stack(name: str = DEFAULT_STACK, root: Path | None = None) -> Stack:
     """Read a stack file and every model profile it names."""
     path = stacks_dir(root) / f"Pulumi.{name}.yaml"
+    source = display_path(path)
     if not path.is_file():
         known = ", ".join(available_stacks(root)) or "none"
         raise ServestackError(
-            str(path), "", f"no stack named '{name}'", f"use one of the stacks in stacks/: {known}"
+            source, "", f"no stack named '{name}'", f"use one of the stacks in stacks/: {known}"
         )
     document = read_yaml(path) or {}
     if not isinstance(document, dict) or not isinstance(document.get("config", {}), dict):
-        raise ServestackError(
-            str(path), "config", "expected a mapping", "see stacks/Pulumi.dev.yaml"
-        )
-    config = validate(StackConfig, namespaced(document.get("config") or {}, str(path)), str(path))
+        raise ServestackError(source, "config", "expected a mapping", "see stacks/Pulumi.dev.yaml")
+    config = validate(StackConfig, namespaced(document.get("config") or {}, source), source)
     profiles: dict[str, ModelSpec] = {}
     for model in config.models:
         profile_path = path.parent / "models" / f"{model}.yaml"
         if not profile_path.is_file():
             known = ", ".join(sorted(p.stem for p in (path.parent / "models").glob("*.yaml")))
             raise ServestackError(
-                str(path), f"{NAMESPACE}:models", f"no profile stacks/models/{model}.yaml",
+                source, f"{NAMESPACE}:models", f"no profile stacks/models/{model}.yaml",
                 f"add that file, or use one of: {known}",
             )  # fmt: skip
         profiles[model] = load_profile(profile_path)

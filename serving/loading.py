@@ -24,8 +24,16 @@ from serving.spec import ModelSpec
 M = TypeVar("M", bound=BaseModel)
 
 
+def display_path(path: Path) -> str:
+    """The path as the user would type it: relative to the working directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def read_yaml(path: Path) -> Any:
-    source = str(path)
+    source = display_path(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -108,4 +116,4 @@ def validate(model: type[M], data: Any, source: str) -> M:
 
 def load_profile(path: Path) -> ModelSpec:
     """Parse one model profile YAML file."""
-    return validate(ModelSpec, read_yaml(path), str(path))
+    return validate(ModelSpec, read_yaml(path), display_path(path))

@@ -34,7 +34,7 @@ RUNTIME_OVERHEAD_BYTES = 2 * GIB
 # latencies (vLLM nightly, NIM), which sit at 1.6-2.2x the pure weight-streaming bound.
 HBM_EFFICIENCY = 0.7
 # Fraction of peak tensor-core FLOP/s reached by prefill and by compute-bound decode.
-PREFILL_MFU = 0.55
+PREFILL_MFU = 0.6
 DECODE_MFU = 0.45
 # Fixed cost of one engine step (scheduling, sampling, launch) with CUDA graphs on.
 STEP_OVERHEAD_S = 1.0e-3

@@ -77,8 +77,18 @@ def recommend(
         value = item[2].usd_per_million_output_tokens
         return value if value is not None else float("inf")
 
-    eligible = sorted((s for s in scored if s[3] is None), key=cost)
-    rejected = sorted((s for s in scored if s[3] is not None), key=cost)
+    # The same layout on a 2-, 4- or 8-GPU node of one series costs the same per replica (the
+    # larger nodes pack more replicas): keep the smallest node of each.
+    scored.sort(key=lambda s: s[1].gpus_per_node)
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for item in scored:
+        key = (item[1].gke_accelerator, _describe(item[0]))
+        if key not in seen:
+            seen.add(key)
+            unique.append(item)
+    eligible = sorted((s for s in unique if s[3] is None), key=cost)
+    rejected = sorted((s for s in unique if s[3] is not None), key=cost)
     best_cost = cost(eligible[0]) if eligible else None
     candidates = []
     for rank, (layout, machine, variant_plan, why_not) in enumerate(eligible + rejected, start=1):

@@ -1,0 +1,66 @@
+"""`plan --recommend`: machines and layouts ranked by cost within latency targets."""
+
+from __future__ import annotations
+
+from serving.recommend import recommend
+from serving.spec import ModelSpec
+
+
+def llama_70b_fp8() -> ModelSpec:
+    return ModelSpec.model_validate(
+        {
+            "name": "llama-3.3-70b-fp8",
+            "source": "org/model",
+            "architecture": "llama-3.3-70b",
+            "quantization": "fp8",
+            "accelerator": "h100-80gb",
+            "parallelism": {"tensor": 2},
+            "max_model_len": 32768,
+            "workload": {"input_tokens": 2000, "output_tokens": 300},
+        }
+    )
+
+
+def test_winner_is_the_cheapest_layout_within_targets() -> None:
+    ranked = recommend(llama_70b_fp8(), itl_target_s=0.05, ttft_target_s=2.0)
+    winner = ranked[0]
+    assert winner.rank == 1 and winner.reason.startswith("cheapest")
+    eligible = [
+        c for c in ranked if c.reason.startswith(("cheapest",)) or "winner's cost" in c.reason
+    ]
+    assert all(
+        winner.usd_per_million_output_tokens <= c.usd_per_million_output_tokens  # type: ignore[operator]
+        for c in eligible
+    )
+    assert winner.itl_at_batch_s <= 0.05 and winner.ttft_s <= 2.0
+
+
+def test_every_loser_says_why() -> None:
+    ranked = recommend(llama_70b_fp8(), itl_target_s=0.05, ttft_target_s=2.0)
+    reasons = [c.reason for c in ranked[1:]]
+    assert all(reasons)
+    # a single A100 40GB cannot hold 70B parameters even in FP8
+    a100_tp1 = next(
+        c for c in ranked if c.machine_type == "a2-highgpu-1g" and c.layout == "TP=1 PP=1"
+    )
+    assert "does not fit" in a100_tp1.reason or "needs" in a100_tp1.reason
+
+
+def test_unreachable_latency_target_disqualifies_everything() -> None:
+    ranked = recommend(llama_70b_fp8(), itl_target_s=0.001, ttft_target_s=2.0)
+    assert not any(c.reason.startswith("cheapest") for c in ranked)
+    assert any("above the 1 ms target" in c.reason for c in ranked)
+
+
+def test_moe_candidates_include_data_plus_expert_parallel_layouts() -> None:
+    qwen = ModelSpec.model_validate(
+        {
+            "name": "qwen3-30b-a3b",
+            "source": "Qwen/Qwen3-30B-A3B",
+            "architecture": "qwen3-30b-a3b",
+            "accelerator": "h100-80gb",
+            "max_model_len": 32768,
+        }
+    )
+    layouts = {c.layout for c in recommend(qwen, itl_target_s=0.05, ttft_target_s=2.0)}
+    assert "TP=1 PP=1 DP=8+EP" in layouts
