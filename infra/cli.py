@@ -17,9 +17,10 @@ from rich.text import Text
 
 from infra import report
 from infra.config import DEFAULT_STACK, load_stack
+from serving.catalog import ARCHITECTURES
 from serving.errors import ServestackError
 from serving.planner import plan
-from serving.recommend import recommend
+from serving.recommend import catalog_spec, recommend
 from serving.spec import ModelSpec
 
 app = typer.Typer(
@@ -28,7 +29,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
+# Piped output (CI logs, files) has no terminal width to follow; rich would assume 80 columns
+# and fold the plan's table.
+console = Console() if sys.stdout.isatty() else Console(width=110)
 errors = Console(stderr=True)
 
 
@@ -47,7 +50,11 @@ def plan_command(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     recommend_model: Annotated[
         str | None,
-        typer.Option("--recommend", metavar="MODEL", help="Rank machines and layouts for MODEL."),
+        typer.Option(
+            "--recommend",
+            metavar="MODEL",
+            help="Rank machines and layouts for MODEL: a stack model or a catalog architecture.",
+        ),
     ] = None,
     max_itl_ms: Annotated[
         float, typer.Option(min=0.1, help="Inter-token latency target for --recommend.")
@@ -63,7 +70,11 @@ def plan_command(
     loaded = load_stack(stack)
     prices = loaded.config.prices
     if recommend_model is not None:
-        spec = _pick(loaded.profiles, recommend_model, loaded.path, "--recommend")
+        spec = (
+            catalog_spec(recommend_model)
+            if recommend_model in ARCHITECTURES and recommend_model not in loaded.profiles
+            else _pick(loaded.profiles, recommend_model, loaded.path, "--recommend")
+        )
         ranked = recommend(spec, max_itl_ms / 1e3, max_ttft_ms / 1e3, prices)
         if as_json:
             print(json.dumps([c.model_dump() for c in ranked], indent=2))

@@ -119,6 +119,21 @@ def recommend(
     return candidates
 
 
+def catalog_spec(architecture_key: str) -> ModelSpec:
+    """A profile for a catalog model nobody has written one for yet: published weights, an
+    8k context (or less where the model is shorter), the default workload."""
+    arch = catalog.architecture(architecture_key)
+    return ModelSpec.model_validate(
+        {
+            "name": arch.key,
+            "source": arch.hf_repo or "unknown/unknown",
+            "architecture": arch.key,
+            "accelerator": "h100-80gb",
+            "max_model_len": min(8192, arch.max_position_embeddings),
+        }
+    )
+
+
 def _disqualified(variant: Plan, itl_target_s: float, ttft_target_s: float) -> str | None:
     errors = [v.message for v in variant.verdicts if v.severity == "error"]
     if errors:

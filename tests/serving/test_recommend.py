@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from serving.recommend import recommend
+from serving.recommend import catalog_spec, recommend
 from serving.spec import ModelSpec
 
 
@@ -64,3 +64,13 @@ def test_moe_candidates_include_data_plus_expert_parallel_layouts() -> None:
     )
     layouts = {c.layout for c in recommend(qwen, itl_target_s=0.05, ttft_target_s=2.0)}
     assert "TP=1 PP=1 DP=8+EP" in layouts
+
+
+def test_catalog_model_without_a_profile_can_be_ranked() -> None:
+    spec = catalog_spec("deepseek-v3")
+    assert spec.max_model_len == 8192 and spec.source == "deepseek-ai/DeepSeek-V3"
+    ranked = recommend(spec, itl_target_s=0.06, ttft_target_s=2.0)
+    winner = ranked[0]
+    assert winner.reason.startswith("cheapest")
+    # 671B parameters in FP8 need a whole 8-GPU node at least
+    assert winner.gpus_per_replica >= 8
