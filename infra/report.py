@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from serving.catalog import PRICES_AS_OF
+from serving.catalog import MACHINE_TYPES, PRICES_AS_OF
 from serving.planner import GroupPlan, Plan
 from serving.recommend import Candidate
 from serving.spec import ModelSpec
@@ -35,6 +35,11 @@ def _layout(group: GroupPlan) -> str:
     return text
 
 
+def _machine(name: str, gpus_per_node: int) -> str:
+    text = f"{name} ({gpus_per_node} GPU/node)"
+    return text if MACHINE_TYPES[name].on_demand else text + ", Spot/Flex-start only"
+
+
 def _group_table(group: GroupPlan) -> Table:
     mem, where, est, cost = group.memory, group.placement, group.estimates, group.cost
     table = Table(show_header=False, box=None, padding=(0, 2))
@@ -47,7 +52,7 @@ def _group_table(group: GroupPlan) -> Table:
             "layout",
             _layout(group),
             "machine",
-            f"{where.machine_type} ({where.gpus_per_node} GPU/node)",
+            _machine(where.machine_type, where.gpus_per_node),
         ),
         ("usable / GPU", _gib(mem.usable_bytes), "GPUs / replica", str(where.gpus_per_replica)),
         ("weights / GPU", _gib(mem.weights_bytes), "nodes / replica", str(where.nodes_per_replica)),

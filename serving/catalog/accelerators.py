@@ -1,7 +1,8 @@
 """The GPU catalog: every fact servestack uses about an accelerator, with where it was published.
 
-Memory is what `nvidia-smi` reports as total for the board (what vLLM's
-`gpu_memory_utilization` is a fraction of), not the marketing figure. Throughput figures are
+Memory is what `nvidia-smi` reports as total for the board, not the marketing figure. vLLM's
+`gpu_memory_utilization` is a fraction of the total CUDA reports, 0.5-0.7 GiB less (driver
+reservations); the planner's runtime overhead covers the difference. Throughput figures are
 dense (no 2:4 sparsity), for the SXM boards GCP attaches.
 """
 
@@ -22,7 +23,9 @@ class Accelerator(BaseModel):
     key: str = Field(description="Catalog key used in model profiles, e.g. 'h100-80gb'.")
     display_name: str = Field(description="Human-readable name.")
     ray_accelerator_type: str = Field(
-        description="Ray's accelerator_type name (ray.util.accelerators), e.g. 'H100'."
+        description="Ray's accelerator_type name (ray.util.accelerators), e.g. 'H100'. Ray "
+        "detects both A100s as 'A100'; the A100-40G/-80G names must be declared as node "
+        "resources by whoever starts the Ray node."
     )
     memory_bytes: int = Field(description="Total device memory as nvidia-smi reports it.")
     hbm_bandwidth_bytes_per_s: float = Field(description="Peak HBM bandwidth.")

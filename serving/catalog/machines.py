@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from serving.catalog.accelerators import ACCELERATORS
 
 GIB = 1024**3
-LOCAL_SSD_BYTES = 375 * 10**9  # one GCP local SSD partition
+LOCAL_SSD_BYTES = (
+    375 * 2**30
+)  # "Each Local SSD disk is 375 GiB" (cloud.google.com/compute/docs/disks/local-ssd)
 PRICES_AS_OF = "2025-Q4"
 
 
@@ -37,10 +39,14 @@ class MachineType(BaseModel):
     memory_bytes: int
     local_ssd_count: int = Field(description="Bundled 375 GB local SSDs (0 when none bundled).")
     network_bandwidth_bytes_per_s: float = Field(
-        description="GPU-to-GPU bandwidth between nodes (GPUDirect where the machine has it)."
+        description="GPU-to-GPU bandwidth between nodes: the GPU NICs (GPUDirect) where the "
+        "machine has them, not the host NIC."
     )
     price_per_hour_usd: float = Field(
         description=f"Approximate on-demand list price, {PRICES_AS_OF}."
+    )
+    on_demand: bool = Field(
+        default=True, description="False where GCP sells the type only as Spot or Flex-start."
     )
 
     @property
@@ -62,6 +68,7 @@ def _family(
     local_ssd_per_gpu: int,
     network_gbps: dict[int, float],
     price_per_gpu_hour: float,
+    on_demand_sizes: tuple[int, ...] = (1, 2, 4, 8),
 ) -> list[MachineType]:
     """The 1/2/4/8-GPU sizes of one series, which scale linearly per GPU."""
     return [
@@ -75,6 +82,7 @@ def _family(
             local_ssd_count=local_ssd_per_gpu * gpus,
             network_bandwidth_bytes_per_s=_gbps(network_gbps[gpus]),
             price_per_hour_usd=round(price_per_gpu_hour * gpus, 2),
+            on_demand=gpus in on_demand_sizes,
         )
         for gpus in (1, 2, 4, 8)
     ]
@@ -108,7 +116,8 @@ MACHINE_TYPES: dict[str, MachineType] = {
             price_per_gpu_hour=5.07,
         ),
         # A3 High: 26 vCPU, 234 GB and two local SSDs per H100 80GB; the 8-GPU size has
-        # GPUDirect-TCPX at 1,000 Gbps. About $11.06 per GPU-hour.
+        # GPUDirect-TCPX on 4 x 200 Gbps GPU NICs (1,000 Gbps with the host NIC). About $11.06
+        # per GPU-hour. The 1/2/4-GPU sizes are sold as Spot or Flex-start VMs only.
         *_family(
             "a3-highgpu",
             "h100-80gb",
@@ -116,11 +125,12 @@ MACHINE_TYPES: dict[str, MachineType] = {
             vcpus_per_gpu=26,
             memory_gib_per_gpu=234,
             local_ssd_per_gpu=2,
-            network_gbps={1: 25, 2: 50, 4: 100, 8: 1000},
+            network_gbps={1: 25, 2: 50, 4: 100, 8: 800},
             price_per_gpu_hour=11.06,
+            on_demand_sizes=(8,),
         ),
         # A3 Mega: 8 x H100 80GB, 208 vCPU, 1,872 GB, 16 local SSDs, GPUDirect-TCPXO at
-        # 1,600 Gbps (8 x 200). About $11.50 per GPU-hour.
+        # 1,600 Gbps on the GPU NICs (8 x 200). About $11.68 per GPU-hour.
         MachineType(
             name="a3-megagpu-8g",
             accelerator="h100-80gb",
@@ -130,7 +140,7 @@ MACHINE_TYPES: dict[str, MachineType] = {
             memory_bytes=1872 * GIB,
             local_ssd_count=16,
             network_bandwidth_bytes_per_s=_gbps(1600),
-            price_per_hour_usd=92.0,
+            price_per_hour_usd=93.4,
         ),
         # A3 Ultra: 8 x H200 141GB, 224 vCPU, 2,952 GB, 32 local SSDs, RDMA at 3,200 Gbps
         # (8 x 400). About $10.60 per GPU-hour.

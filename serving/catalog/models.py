@@ -222,7 +222,8 @@ ARCHITECTURES: dict[str, Architecture] = {
         ),
         # https://huggingface.co/deepseek-ai/DeepSeek-V3 (671B total + 14B MTP module not
         # served here, 37B activated; MLA with kv_lora_rank 512 and a 64-wide RoPE key;
-        # 256 routed experts, 8 per token; published in FP8)
+        # 256 routed experts, 8 per token; published in FP8. head_dim is the value head width;
+        # query/key heads are 192 wide with RoPE, which only the attention-FLOP estimate sees)
         _arch(
             key="deepseek-v3",
             hf_repo="deepseek-ai/DeepSeek-V3",
