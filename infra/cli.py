@@ -18,7 +18,8 @@ from rich.text import Text
 from infra import report
 from infra.config import DEFAULT_STACK, load_stack
 from serving.catalog import ARCHITECTURES
-from serving.errors import ServestackError
+from serving.errors import ServestackError, unknown_key_fix
+from serving.loading import display_path
 from serving.planner import plan
 from serving.recommend import catalog_spec, recommend
 from serving.spec import ModelSpec
@@ -32,7 +33,7 @@ app = typer.Typer(
 # Piped output (CI logs, files) has no terminal width to follow; rich would assume 80 columns
 # and fold the plan's table.
 console = Console() if sys.stdout.isatty() else Console(width=110)
-errors = Console(stderr=True)
+errors = Console(stderr=True, soft_wrap=True)
 
 
 @app.callback()
@@ -57,25 +58,27 @@ def plan_command(
         ),
     ] = None,
     max_itl_ms: Annotated[
-        float, typer.Option(min=0.1, help="Inter-token latency target for --recommend.")
+        float, typer.Option(help="Inter-token latency target for --recommend.")
     ] = 50.0,
     max_ttft_ms: Annotated[
-        float, typer.Option(min=1, help="Time-to-first-token target for --recommend.")
+        float, typer.Option(help="Time-to-first-token target for --recommend.")
     ] = 2000.0,
 ) -> None:
     """Memory, GPUs and nodes, latency and cost for each model of a stack.
 
     Exits 1 when a model's layout cannot work (an error verdict).
     """
+    itl_target = _positive_ms(max_itl_ms, "--max-itl-ms")
+    ttft_target = _positive_ms(max_ttft_ms, "--max-ttft-ms")
     loaded = load_stack(stack)
     prices = loaded.config.prices
     if recommend_model is not None:
         spec = (
             catalog_spec(recommend_model)
             if recommend_model in ARCHITECTURES and recommend_model not in loaded.profiles
-            else _pick(loaded.profiles, recommend_model, loaded.path, "--recommend")
+            else _pick(loaded.profiles, recommend_model, loaded.path, "--recommend", catalog=True)
         )
-        ranked = recommend(spec, max_itl_ms / 1e3, max_ttft_ms / 1e3, prices)
+        ranked = recommend(spec, itl_target, ttft_target, prices)
         if as_json:
             print(json.dumps([c.model_dump() for c in ranked], indent=2))
         else:
@@ -96,16 +99,29 @@ def plan_command(
         raise typer.Exit(1)
 
 
-def _pick(profiles: dict[str, ModelSpec], name: str, source: Path, flag: str) -> ModelSpec:
+def _pick(
+    profiles: dict[str, ModelSpec], name: str, source: Path, flag: str, *, catalog: bool = False
+) -> ModelSpec:
     if name in profiles:
         return profiles[name]
     for spec in profiles.values():
         if spec.name == name:
             return spec
+    known = sorted({*profiles, *(ARCHITECTURES if catalog else ())})
+    what = "stack models and catalog architectures" if catalog else "stack models"
     raise ServestackError(
-        str(source), flag, f"the stack has no model '{name}'",
-        f"use one of: {', '.join(profiles)}",
+        display_path(source), flag, f"the stack has no model '{name}'",
+        unknown_key_fix(name, known, what),
     )  # fmt: skip
+
+
+def _positive_ms(value: float, flag: str) -> float:
+    if value <= 0:
+        raise ServestackError(
+            "command line", flag, f"{value:g} ms is not a latency target",
+            "use a positive number of milliseconds, e.g. 50",
+        )  # fmt: skip
+    return value / 1e3
 
 
 def main() -> None:

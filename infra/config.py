@@ -101,7 +101,9 @@ def load_stack(name: str = DEFAULT_STACK, root: Path | None = None) -> Stack:
     document = read_yaml(path) or {}
     if not isinstance(document, dict) or not isinstance(document.get("config", {}), dict):
         raise ServestackError(source, "config", "expected a mapping", "see stacks/Pulumi.dev.yaml")
-    config = validate(StackConfig, namespaced(document.get("config") or {}, source), source)
+    config = validate(
+        StackConfig, namespaced(document.get("config") or {}, source), source, f"{NAMESPACE}:"
+    )
     profiles: dict[str, ModelSpec] = {}
     for model in config.models:
         profile_path = path.parent / "models" / f"{model}.yaml"

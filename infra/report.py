@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from serving.catalog import MACHINE_TYPES, PRICES_AS_OF
 from serving.planner import GroupPlan, Plan
@@ -118,7 +119,8 @@ def print_plan(console: Console, spec: ModelSpec, plan: Plan) -> None:
     for verdict in plan.verdicts:
         colour = "red" if verdict.severity == "error" else "yellow"
         console.print(
-            f"[{colour}]{verdict.severity}[/] [{verdict.code}] {verdict.message}", highlight=False
+            Text.assemble((verdict.severity, colour), f" [{verdict.code}] {verdict.message}"),
+            highlight=False,
         )
     console.print()
 

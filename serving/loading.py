@@ -41,7 +41,8 @@ def read_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        # An unclosed bracket is noticed a line late: the context mark shows where it opened.
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""
         problem = str(getattr(exc, "problem", None) or exc)
         raise ServestackError(
@@ -72,29 +73,32 @@ def _describe_field(model: type[BaseModel], loc: tuple[int | str, ...]) -> str |
     return owner.model_fields[loc[-1]].description
 
 
-def _convert(model: type[BaseModel], source: str, error: ErrorDetails) -> ServestackError:
+def _convert(
+    model: type[BaseModel], source: str, error: ErrorDetails, key_prefix: str
+) -> ServestackError:
     # Model-level validators report no location; their FixableValueError names the field.
     loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    field = ".".join(str(p) for p in loc)
+    field = key_prefix + ".".join(str(p) for p in loc)
+    # A top-level key is spelled with its prefix in the file (`servestack:models`).
+    spelled = f"{key_prefix}{loc[-1]}" if len(loc) == 1 else str(loc[-1]) if loc else ""
     kind = error["type"]
     cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, FixableValueError):
         if cause.field:
-            field = f"{field}.{cause.field}" if field else cause.field
+            field = f"{field}.{cause.field}" if loc else key_prefix + cause.field
         return ServestackError(source, field, cause.problem, cause.fix)
     if kind == "extra_forbidden":
         owner = _model_at(model, loc[:-1])
         allowed = list(owner.model_fields) if owner else []
+        if len(loc) == 1:
+            allowed = [key_prefix + key for key in allowed]
         return ServestackError(
-            source,
-            field,
-            f"unknown key '{loc[-1]}'",
-            unknown_key_fix(str(loc[-1]), allowed, "keys"),
+            source, field, f"unknown key '{spelled}'", unknown_key_fix(spelled, allowed, "keys")
         )
     description = _describe_field(model, loc)
     hint = f" ({description})" if description else ""
     if kind == "missing":
-        return ServestackError(source, field, "is required", f"add '{loc[-1]}'{hint}")
+        return ServestackError(source, field, "is required", f"add '{spelled}'{hint}")
     got = error.get("input")
     shown = repr(got) if not isinstance(got, dict) else "a mapping"
     return ServestackError(
@@ -102,8 +106,10 @@ def _convert(model: type[BaseModel], source: str, error: ErrorDetails) -> Serves
     )
 
 
-def validate(model: type[M], data: Any, source: str) -> M:
-    """Validate `data` into `model`, or raise every problem at once as a `ServestackError`."""
+def validate(model: type[M], data: Any, source: str, key_prefix: str = "") -> M:
+    """Validate `data` into `model`, or raise every problem at once as a `ServestackError`.
+
+    `key_prefix` is how the file spells top-level keys (a stack file's `servestack:`)."""
     if not isinstance(data, dict):
         raise ServestackError(
             source, "", "expected a mapping of keys to values", "see the README for the format"
@@ -111,7 +117,8 @@ def validate(model: type[M], data: Any, source: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ProfileValidationError([_convert(model, source, e) for e in exc.errors()]) from None
+        problems = [_convert(model, source, e, key_prefix) for e in exc.errors()]
+        raise ProfileValidationError(problems) from None
 
 
 def load_profile(path: Path) -> ModelSpec:

@@ -1,0 +1,430 @@
+"""The model spec's rules: what a profile may say, and how each mistake is reported.
+
+Every rejection is checked for what our code derives from it: the dotted field it names, and the
+fix it proposes (the nearest known key, the catalog's limit, the machines that would work).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from serving import catalog, planner
+from serving.errors import ProfileValidationError, ServestackError
+from serving.loading import load_profile, validate
+from serving.spec import ModelSpec
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE = "stacks/models/test.yaml"
+
+# The smallest profile the spec accepts: everything else has a default.
+MINIMAL: dict[str, Any] = {
+    "name": "llama-3.1-8b",
+    "source": "meta-llama/Llama-3.1-8B-Instruct",
+    "architecture": "llama-3.1-8b",
+    "accelerator": "h100-80gb",
+    "max_model_len": 4096,
+}
+
+
+def profile(**changes: Any) -> dict[str, Any]:
+    return {**MINIMAL, **changes}
+
+
+def accepted(**changes: Any) -> ModelSpec:
+    return validate(ModelSpec, profile(**changes), SOURCE)
+
+
+def problems(data: dict[str, Any]) -> list[ServestackError]:
+    with pytest.raises(ProfileValidationError) as caught:
+        validate(ModelSpec, data, SOURCE)
+    return caught.value.errors
+
+
+def the_problem(**changes: Any) -> ServestackError:
+    found = problems(profile(**changes))
+    assert len(found) == 1, [error.render() for error in found]
+    return found[0]
+
+
+def llama_8b_fields(**changes: Any) -> dict[str, Any]:
+    """llama-3.1-8b's catalog entry as the inline fields a profile would carry."""
+    fields = catalog.ARCHITECTURES["llama-3.1-8b"].model_dump()
+    fields.update(key="my-llama", hf_repo=None, **changes)
+    return fields
+
+
+class TestDefaults:
+    """A minimal profile gets the fast, cache-friendly configuration without asking for it."""
+
+    def test_minimal_profile_turns_on_prefix_caching(self) -> None:
+        assert accepted().prefix_caching is True
+
+    def test_minimal_profile_routes_by_prefix_affinity_with_rays_own_tuning(self) -> None:
+        router = accepted().router
+        assert router.kind == "prefix_affinity"
+        assert router.affinity_kwargs() == {}
+
+    def test_minimal_profile_turns_on_every_fast_path(self) -> None:
+        fast_paths = accepted().fast_paths
+        assert fast_paths.model_dump() == {
+            "haproxy": True,
+            "direct_streaming": True,
+            "throughput_optimized": True,
+            "ray_v2_executor": True,
+        }
+
+    def test_minimal_profile_is_one_unquantized_gpu_per_replica(self) -> None:
+        spec = accepted()
+        assert spec.quantization == "none"
+        assert spec.weights_dtype == "bf16"
+        assert spec.kv_cache_dtype == "auto"
+        assert spec.machine_type is None
+        assert spec.parallelism.gpus_per_replica == 1
+        assert spec.parallelism.expert_parallel_size == 1
+        assert (spec.autoscaling.min_replicas, spec.autoscaling.max_replicas) == (1, 1)
+        assert spec.disaggregation is None
+
+    def test_a_router_given_as_a_bare_kind_is_accepted(self) -> None:
+        assert accepted(router="power_of_two").router.kind == "power_of_two"
+
+    @pytest.mark.parametrize("path", sorted((REPO / "stacks" / "models").glob("*.yaml")), ids=str)
+    def test_every_shipped_profile_loads_and_serves_under_its_file_name(self, path: Path) -> None:
+        assert load_profile(path).name == path.stem
+
+
+class TestUnknownKeys:
+    """An unknown key is named by its dotted path, with the nearest known key suggested."""
+
+    def test_unknown_top_level_key_names_the_key_and_suggests_the_nearest(self) -> None:
+        error = the_problem(max_model_lenn=8192)
+        assert error.field == "max_model_lenn"
+        assert error.problem == "unknown key 'max_model_lenn'"
+        assert error.fix.startswith("did you mean 'max_model_len'?")
+        assert all(key in error.fix for key in ModelSpec.model_fields)
+
+    def test_misspelt_required_key_reports_both_the_unknown_and_the_missing_key(self) -> None:
+        data = profile(max_model_lenn=8192)
+        del data["max_model_len"]
+        by_field = {error.field: error for error in problems(data)}
+        assert set(by_field) == {"max_model_len", "max_model_lenn"}
+        assert by_field["max_model_len"].problem == "is required"
+        assert "did you mean 'max_model_len'?" in by_field["max_model_lenn"].fix
+
+    def test_unknown_nested_key_is_named_by_its_path_and_lists_its_siblings(self) -> None:
+        error = the_problem(parallelism={"tensr": 2})
+        assert error.field == "parallelism.tensr"
+        assert error.fix == "did you mean 'tensor'? known keys: data, expert, pipeline, tensor"
+
+    def test_unknown_key_deep_inside_an_optional_section_is_named_by_its_path(self) -> None:
+        error = the_problem(disaggregation={"decode": {"autoscaling": {"max_replica": 2}}})
+        assert error.field == "disaggregation.decode.autoscaling.max_replica"
+        assert error.fix.startswith("did you mean 'max_replicas'?")
+
+    def test_unknown_key_inside_an_inline_architecture_suggests_the_architecture_field(
+        self,
+    ) -> None:
+        fields = llama_8b_fields()
+        fields["num_layer"] = fields.pop("num_layers")
+        by_field = {error.field: error for error in problems(profile(architecture=fields))}
+        assert "did you mean 'num_layers'?" in by_field["architecture.num_layer"].fix
+        assert by_field["architecture.num_layers"].problem == "is required"
+
+
+class TestTypes:
+    def test_wrong_type_names_the_field_shows_the_value_and_describes_the_field(self) -> None:
+        error = the_problem(max_model_len="long")
+        assert error.field == "max_model_len"
+        assert "'long'" in error.problem
+        assert "Longest sequence (prompt + output) served." in error.fix
+
+    def test_unknown_router_kind_names_the_router_kinds_that_exist(self) -> None:
+        error = the_problem(router={"kind": "least_loaded"})
+        assert error.field == "router.kind"
+        assert all(
+            kind in error.problem for kind in ("prefix_affinity", "power_of_two", "round_robin")
+        )
+
+    def test_a_profile_that_is_not_a_mapping_is_rejected_as_a_whole(self) -> None:
+        with pytest.raises(ServestackError) as caught:
+            validate(ModelSpec, ["name", "llama"], SOURCE)
+        assert (caught.value.source, caught.value.field) == (SOURCE, "")
+        assert caught.value.problem == "expected a mapping of keys to values"
+
+
+class TestCatalogKeys:
+    """Catalog keys are checked against the catalogs, with the nearest key as the fix."""
+
+    def test_unknown_accelerator_suggests_the_full_catalog_key(self) -> None:
+        error = the_problem(accelerator="h100")
+        assert error.field == "accelerator"
+        assert error.problem == "unknown accelerator 'h100'"
+        assert error.fix.startswith("did you mean 'h100-80gb'?")
+        assert all(key in error.fix for key in catalog.ACCELERATORS)
+
+    @pytest.mark.parametrize(
+        ("typed", "nearest"),
+        [
+            ("llama-3.1-8", "llama-3.1-8b"),
+            ("llama-3.3-70", "llama-3.3-70b"),
+            ("mixtral-8x7", "mixtral-8x7b"),
+            ("deepseek-v2", "deepseek-v3"),
+            ("gpt-oss-12b", "gpt-oss-120b"),
+        ],
+    )
+    def test_unknown_architecture_suggests_the_nearest_and_the_inline_form(
+        self, typed: str, nearest: str
+    ) -> None:
+        error = the_problem(architecture=typed)
+        assert error.field == "architecture"
+        assert error.problem == f"unknown architecture '{typed}'"
+        assert error.fix.startswith(f"did you mean '{nearest}'?")
+        assert "inline" in error.fix
+
+    def test_unknown_machine_type_suggests_the_nearest(self) -> None:
+        error = the_problem(machine_type="a3-highgpu-8")
+        assert error.field == "machine_type"
+        assert error.fix.startswith("did you mean 'a3-highgpu-8g'?")
+
+    def test_machine_type_carrying_another_accelerator_is_rejected_with_the_right_machines(
+        self,
+    ) -> None:
+        error = the_problem(accelerator="h100-80gb", machine_type="a2-highgpu-8g")
+        assert error.field == "machine_type"
+        assert error.problem == "machine type a2-highgpu-8g carries a100-40gb, not h100-80gb"
+        carriers = [machine.name for machine in catalog.machines_for("h100-80gb")]
+        assert carriers  # the fix below would be empty otherwise
+        choose = "drop machine_type to let the planner choose"
+        assert error.fix == f"use one of {', '.join(carriers)}, or {choose}"
+
+    def test_machine_type_carrying_the_profiles_accelerator_is_accepted(self) -> None:
+        spec = accepted(accelerator="a100-40gb", machine_type="a2-highgpu-8g")
+        assert spec.machine.gpus_per_node == 8
+        assert spec.gpu.key == "a100-40gb"
+
+
+class TestImpossibleValues:
+    @pytest.mark.parametrize("axis", ["tensor", "pipeline", "data"])
+    def test_a_parallel_size_of_zero_is_rejected_naming_the_axis(self, axis: str) -> None:
+        error = the_problem(parallelism={axis: 0})
+        assert error.field == f"parallelism.{axis}"
+        assert "greater than or equal to 1" in error.problem
+
+    @pytest.mark.parametrize(
+        ("architecture", "positions"), [("llama-3.1-8b", 131072), ("qwen3-0.6b", 40960)]
+    )
+    def test_max_model_len_beyond_the_architectures_positions_names_the_limit(
+        self, architecture: str, positions: int
+    ) -> None:
+        error = the_problem(architecture=architecture, max_model_len=positions + 1)
+        assert error.field == "max_model_len"
+        assert f"{positions:,} positions" in error.problem
+        assert error.fix == f"set max_model_len to at most {positions}"
+
+    def test_max_model_len_at_the_architectures_positions_is_accepted(self) -> None:
+        assert accepted(max_model_len=131072).max_model_len == 131072
+
+    def test_min_replicas_above_max_replicas_is_rejected_with_the_bound_to_raise(self) -> None:
+        error = the_problem(autoscaling={"min_replicas": 3, "max_replicas": 2})
+        assert error.field == "autoscaling"
+        assert error.problem == "min_replicas (3) is above max_replicas (2)"
+        assert error.fix.startswith("raise max_replicas to at least 3")
+
+    def test_min_replicas_above_max_replicas_in_a_disaggregated_role_names_the_role(self) -> None:
+        error = the_problem(
+            disaggregation={"prefill": {"autoscaling": {"min_replicas": 4, "max_replicas": 1}}}
+        )
+        assert error.field == "disaggregation.prefill.autoscaling"
+
+    def test_scale_to_zero_is_accepted(self) -> None:
+        assert accepted(autoscaling={"min_replicas": 0, "max_replicas": 2}).autoscaling
+
+    def test_max_num_batched_tokens_below_max_num_seqs_is_rejected(self) -> None:
+        error = the_problem(max_num_batched_tokens=128, max_num_seqs=256)
+        assert error.field == "max_num_batched_tokens"
+        assert error.fix == "raise max_num_batched_tokens to at least 256"
+
+    def test_max_num_batched_tokens_equal_to_max_num_seqs_is_accepted(self) -> None:
+        assert accepted(max_num_batched_tokens=256, max_num_seqs=256).max_num_seqs == 256
+
+    def test_a_workload_longer_than_max_model_len_is_rejected(self) -> None:
+        error = the_problem(
+            max_model_len=2048, workload={"input_tokens": 2000, "output_tokens": 49}
+        )
+        assert error.field == "workload"
+        assert "2000 + 49 tokens exceed max_model_len 2048" in error.problem
+
+    def test_disaggregation_with_data_parallel_groups_is_rejected(self) -> None:
+        error = the_problem(parallelism={"data": 2}, disaggregation={})
+        assert error.field == "disaggregation"
+        assert "parallelism.data: 1" in error.fix
+
+
+class TestRouter:
+    @pytest.mark.parametrize("kind", ["power_of_two", "round_robin"])
+    def test_prefix_affinity_tuning_on_another_router_is_rejected(self, kind: str) -> None:
+        error = the_problem(router={"kind": kind, "imbalanced_threshold": 4, "do_eviction": True})
+        assert error.field == "router"
+        assert error.problem == (
+            f"do_eviction, imbalanced_threshold tune the prefix_affinity router, not {kind}"
+        )
+        assert "kind: prefix_affinity" in error.fix
+
+    def test_prefix_affinity_tuning_reaches_the_router_as_set(self) -> None:
+        router = accepted(router={"imbalanced_threshold": 4, "match_rate_threshold": 0.2}).router
+        assert router.affinity_kwargs() == {"imbalanced_threshold": 4, "match_rate_threshold": 0.2}
+
+
+class TestQuantization:
+    def test_fp8_on_an_architecture_already_published_in_fp8_is_rejected(self) -> None:
+        error = the_problem(
+            architecture="deepseek-v3", name="deepseek-v3", max_model_len=8192, quantization="fp8"
+        )
+        assert error.field == "quantization"
+        assert error.problem.startswith("deepseek-v3 is published in fp8")
+        assert error.fix == "set quantization: none"
+
+    @pytest.mark.parametrize("quantization", ["fp8", "fp8_online"])
+    def test_fp8_on_a_bf16_architecture_serves_fp8_weights(self, quantization: str) -> None:
+        assert accepted(quantization=quantization).weights_dtype == "fp8"
+
+    def test_an_fp8_architecture_is_served_as_published(self) -> None:
+        spec = accepted(architecture="deepseek-v3", max_model_len=8192)
+        assert spec.weights_dtype == "fp8"
+
+
+class TestIdentity:
+    @pytest.mark.parametrize("source", ["not a repo", "just-a-name", "gs://", "gs://B/weights"])
+    def test_a_source_that_is_neither_a_hf_repo_nor_a_gs_path_is_rejected(
+        self, source: str
+    ) -> None:
+        error = the_problem(source=source)
+        assert error.field == "source"
+        assert "gs://" in error.fix
+
+    @pytest.mark.parametrize(
+        "source", ["meta-llama/Llama-3.1-8B-Instruct", "gs://my-bucket/models/llama-3.1-8b"]
+    )
+    def test_a_hf_repo_or_a_gs_path_is_a_valid_source(self, source: str) -> None:
+        assert accepted(source=source).source == source
+
+    def test_a_served_name_with_capitals_or_spaces_is_rejected(self) -> None:
+        error = the_problem(name="Llama 8B")
+        assert error.field == "name"
+        assert "lower-case" in error.fix
+
+
+class TestInlineArchitecture:
+    """A model the catalog lacks is described inline and checked like a catalog entry."""
+
+    def test_inline_architecture_is_accepted_and_its_shape_drives_the_plan(self) -> None:
+        spec = accepted(architecture=llama_8b_fields(num_layers=16, num_kv_heads=4))
+        assert spec.architecture.key == "my-llama"
+        assert spec.architecture.num_layers == 16
+        # KV bytes per token = 2 (K and V) x layers x KV heads x head_dim x 2 bytes (bf16)
+        assert planner.kv_bytes_per_token(spec) == 2 * 16 * 4 * 128 * 2
+        assert planner.kv_bytes_per_token(spec) * 4 == planner.kv_bytes_per_token(accepted())
+
+    def test_inline_architecture_limits_max_model_len_to_its_own_positions(self) -> None:
+        error = the_problem(
+            architecture=llama_8b_fields(max_position_embeddings=8192), max_model_len=8193
+        )
+        assert error.field == "max_model_len"
+        assert "my-llama's 8,192 positions" in error.problem
+
+    def test_inline_architecture_missing_fields_names_each_of_them(self) -> None:
+        found = problems(profile(architecture={"total_params": 8e9, "active_params": 8e9}))
+        fields = {error.field for error in found}
+        assert {"architecture.num_layers", "architecture.head_dim", "architecture.vocab_size"} <= (
+            fields
+        )
+        assert all(error.problem == "is required" for error in found)
+
+    def test_inline_architecture_from_a_yaml_file_is_used(self, tmp_path: Path) -> None:
+        path = tmp_path / "custom.yaml"
+        path.write_text(
+            "name: custom\n"
+            "source: my-org/custom-7b\n"
+            "accelerator: a100-80gb\n"
+            "max_model_len: 4096\n"
+            "architecture:\n"
+            "  key: custom-7b\n"
+            "  total_params: 7.0e9\n"
+            "  active_params: 7.0e9\n"
+            "  num_layers: 28\n"
+            "  hidden_size: 3584\n"
+            "  num_attention_heads: 28\n"
+            "  num_kv_heads: 4\n"
+            "  head_dim: 128\n"
+            "  intermediate_size: 18944\n"
+            "  vocab_size: 152064\n"
+            "  max_position_embeddings: 32768\n"
+        )
+        spec = load_profile(path)
+        assert spec.architecture.key == "custom-7b"
+        assert planner.kv_bytes_per_token(spec) == 2 * 28 * 4 * 128 * 2
+
+
+class TestFrozen:
+    def test_a_spec_cannot_be_changed_after_it_is_read(self) -> None:
+        spec = accepted()
+        with pytest.raises(ValidationError, match="frozen"):
+            spec.max_model_len = 8192  # type: ignore[misc]
+
+    def test_a_specs_nested_sections_cannot_be_changed_either(self) -> None:
+        spec = accepted()
+        with pytest.raises(ValidationError, match="frozen"):
+            spec.parallelism.tensor = 8  # type: ignore[misc]
+
+
+class TestReporting:
+    def test_several_problems_in_one_file_are_all_reported_with_the_file(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "broken.yaml"
+        path.write_text(
+            "name: llama-3.1-8b\n"
+            "source: meta-llama/Llama-3.1-8B-Instruct\n"
+            "architecture: llama-3.1-8b\n"
+            "accelerator: h100\n"
+            "max_model_len: 4096\n"
+            "max_model_lenn: 8192\n"
+            "parallelism:\n"
+            "  tensor: 0\n"
+            "autoscaling:\n"
+            "  min_replicas: 3\n"
+            "  max_replicas: 2\n"
+        )
+        with pytest.raises(ProfileValidationError) as caught:
+            load_profile(path)
+        found = caught.value.errors
+        assert {error.field for error in found} == {
+            "accelerator",
+            "max_model_lenn",
+            "parallelism.tensor",
+            "autoscaling",
+        }
+        assert {Path(error.source).resolve() for error in found} == {path.resolve()}
+        rendered = caught.value.render()
+        assert rendered.count("  fix: ") == len(found)
+        assert all(
+            f"{error.source}: {error.field}: {error.problem}\n  fix: {error.fix}" in rendered
+            for error in found
+        )
+
+    def test_a_yaml_syntax_error_names_the_line(self, tmp_path: Path) -> None:
+        path = tmp_path / "broken.yaml"
+        path.write_text("name: llama-3.1-8b\nsource: [unclosed\naccelerator: h100-80gb\n")
+        with pytest.raises(ServestackError) as caught:
+            load_profile(path)
+        assert Path(caught.value.source).resolve() == path.resolve()
+        assert caught.value.field.startswith("line ")
+        assert caught.value.problem.startswith("not valid YAML")
+
+    def test_a_missing_profile_file_is_reported_not_raised_as_oserror(self, tmp_path: Path) -> None:
+        with pytest.raises(ServestackError) as caught:
+            load_profile(tmp_path / "absent.yaml")
+        assert caught.value.problem == "no such file"
