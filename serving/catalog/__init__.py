@@ -5,39 +5,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TypeVar
+
 from serving.catalog.accelerators import ACCELERATORS, Accelerator
 from serving.catalog.machines import MACHINE_TYPES, PRICES_AS_OF, MachineType, machines_for
 from serving.catalog.models import ARCHITECTURES, BYTES_PER_WEIGHT, Architecture
 from serving.errors import FixableValueError, unknown_key_fix
 
+T = TypeVar("T")
+
+
+def _lookup(table: Mapping[str, T], key: str, what: str, alternative: str = "") -> T:
+    try:
+        return table[key]
+    except KeyError:
+        fix = unknown_key_fix(key, table, f"{what}s") + alternative
+        raise FixableValueError(f"unknown {what} '{key}'", fix) from None
+
 
 def accelerator(key: str) -> Accelerator:
-    try:
-        return ACCELERATORS[key]
-    except KeyError:
-        raise FixableValueError(
-            f"unknown accelerator '{key}'", unknown_key_fix(key, ACCELERATORS, "accelerators")
-        ) from None
+    return _lookup(ACCELERATORS, key, "accelerator")
 
 
 def machine_type(name: str) -> MachineType:
-    try:
-        return MACHINE_TYPES[name]
-    except KeyError:
-        raise FixableValueError(
-            f"unknown machine type '{name}'", unknown_key_fix(name, MACHINE_TYPES, "machine types")
-        ) from None
+    return _lookup(MACHINE_TYPES, name, "machine type")
 
 
 def architecture(key: str) -> Architecture:
-    try:
-        return ARCHITECTURES[key]
-    except KeyError:
-        raise FixableValueError(
-            f"unknown architecture '{key}'",
-            unknown_key_fix(key, ARCHITECTURES, "architectures")
-            + " (or give the architecture's fields inline)",
-        ) from None
+    return _lookup(
+        ARCHITECTURES, key, "architecture", " (or give the architecture's fields inline)"
+    )
 
 
 __all__ = [
