@@ -416,7 +416,7 @@ def estimates(
 ) -> Estimates:
     """Latency at batch 1 and throughput at the largest batch the KV cache, max_num_seqs and
     (if given) an inter-token latency target allow."""
-    machine = catalog.MACHINE_TYPES[choose_machine(spec, layout.gpus_per_replica).name]
+    machine = choose_machine(spec, layout.gpus_per_replica)
     work = spec.workload
     prompt = prefill_s(spec, machine, layout, work.input_tokens)
     if role == "prefill":
