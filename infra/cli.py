@@ -73,11 +73,7 @@ def plan_command(
     loaded = load_stack(stack)
     prices = loaded.config.prices
     if recommend_model is not None:
-        spec = (
-            catalog_spec(recommend_model)
-            if recommend_model in ARCHITECTURES and recommend_model not in loaded.profiles
-            else _pick(loaded.profiles, recommend_model, loaded.path, "--recommend", catalog=True)
-        )
+        spec = _pick(loaded.profiles, recommend_model, loaded.path, "--recommend", catalog=True)
         ranked = recommend(spec, itl_target, ttft_target, prices)
         if as_json:
             print(json.dumps([c.model_dump() for c in ranked], indent=2))
@@ -107,6 +103,8 @@ def _pick(
     for spec in profiles.values():
         if spec.name == name:
             return spec
+    if catalog and name in ARCHITECTURES:
+        return catalog_spec(name)
     known = sorted({*profiles, *(ARCHITECTURES if catalog else ())})
     what = "stack models and catalog architectures" if catalog else "stack models"
     raise ServestackError(

@@ -26,16 +26,6 @@ def _usd(value: float | None) -> str:
     return "—" if value is None else f"${value:,.2f}"
 
 
-def _layout(group: GroupPlan) -> str:
-    layout = group.parallelism
-    text = f"TP={layout.tensor} PP={layout.pipeline}"
-    if layout.data > 1 or layout.expert:
-        text += f" DP={layout.data}" + (
-            f" EP={layout.expert_parallel_size}" if layout.expert else ""
-        )
-    return text
-
-
 def _machine(name: str, gpus_per_node: int) -> str:
     text = f"{name} ({gpus_per_node} GPU/node)"
     return text if MACHINE_TYPES[name].on_demand else text + ", Spot/Flex-start only"
@@ -51,7 +41,7 @@ def _group_table(group: GroupPlan) -> Table:
     rows = [
         (
             "layout",
-            _layout(group),
+            group.parallelism.label,
             "machine",
             _machine(where.machine_type, where.gpus_per_node),
         ),

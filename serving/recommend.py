@@ -4,13 +4,14 @@ latency target, and say why each loser lost."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving import catalog
 from serving.catalog import MachineType
 from serving.planner import Plan, plan, valid_tensor_sizes
-from serving.spec import ModelSpec
+from serving.spec import ModelSpec, Parallelism
 
 DATA_PARALLEL_SIZES = (1, 2, 4, 8)
 MAX_RECOMMENDED_PIPELINE = 4
@@ -31,32 +32,58 @@ class Candidate(BaseModel):
     reason: str = Field(description="Why it won, or why it lost.")
 
 
-def _layouts(spec: ModelSpec, machine: MachineType) -> Iterator[dict[str, object]]:
+def _layouts(spec: ModelSpec, machine: MachineType) -> Iterator[Parallelism]:
     per_node = machine.gpus_per_node
     for tensor in valid_tensor_sizes(spec, per_node):
         stages = range(1, MAX_RECOMMENDED_PIPELINE + 1) if tensor == per_node else (1,)
         for pipeline in stages:
-            yield {"tensor": tensor, "pipeline": pipeline, "data": 1, "expert": False}
+            yield Parallelism(tensor=tensor, pipeline=pipeline)
         if spec.architecture.is_moe:
             for data in DATA_PARALLEL_SIZES[1:]:
                 if tensor * data <= per_node:
-                    yield {"tensor": tensor, "pipeline": 1, "data": data, "expert": True}
+                    yield Parallelism(tensor=tensor, data=data, expert=True)
 
 
-def _variant(spec: ModelSpec, machine: MachineType, layout: dict[str, object]) -> ModelSpec:
+def _variant(spec: ModelSpec, machine: MachineType, layout: Parallelism) -> ModelSpec:
     fields = spec.model_dump()
     fields.update(
         accelerator=machine.accelerator,
         machine_type=machine.name,
-        parallelism=layout,
+        parallelism=layout.model_dump(),
         disaggregation=None,
     )
     return ModelSpec.model_validate(fields)
 
 
-def _describe(layout: dict[str, object]) -> str:
-    text = f"TP={layout['tensor']} PP={layout['pipeline']}"
-    return text + (f" DP={layout['data']}+EP" if layout["expert"] else "")
+@dataclass(frozen=True)
+class _Scored:
+    machine: MachineType
+    layout: Parallelism
+    plan: Plan
+    why_not: str | None
+
+    @property
+    def cost(self) -> float:
+        value = self.plan.usd_per_million_output_tokens
+        return value if value is not None else float("inf")
+
+
+def _score_all(
+    spec: ModelSpec, itl_target_s: float, ttft_target_s: float, prices: Mapping[str, float] | None
+) -> list[_Scored]:
+    # The same layout on a 2-, 4- or 8-GPU node of one series costs the same per replica (the
+    # larger nodes pack more replicas): plan it once, on the smallest node that holds it.
+    seen: set[tuple[str, str]] = set()
+    scored = []
+    for machine in sorted(catalog.MACHINE_TYPES.values(), key=lambda m: m.gpus_per_node):
+        for layout in _layouts(spec, machine):
+            if (machine.gke_accelerator, layout.label) in seen:
+                continue
+            seen.add((machine.gke_accelerator, layout.label))
+            variant_plan = plan(_variant(spec, machine, layout), prices, itl_target_s)
+            why_not = _disqualified(variant_plan, itl_target_s, ttft_target_s)
+            scored.append(_Scored(machine, layout, variant_plan, why_not))
+    return scored
 
 
 def recommend(
@@ -66,53 +93,29 @@ def recommend(
     prices: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
     """Every machine type and layout for the model, best first."""
-    scored: list[tuple[dict[str, object], MachineType, Plan, str | None]] = []
-    for machine in catalog.MACHINE_TYPES.values():
-        for layout in _layouts(spec, machine):
-            variant_plan = plan(_variant(spec, machine, layout), prices, itl_target_s)
-            why_not = _disqualified(variant_plan, itl_target_s, ttft_target_s)
-            scored.append((layout, machine, variant_plan, why_not))
-
-    def cost(item: tuple[dict[str, object], MachineType, Plan, str | None]) -> float:
-        value = item[2].usd_per_million_output_tokens
-        return value if value is not None else float("inf")
-
-    # The same layout on a 2-, 4- or 8-GPU node of one series costs the same per replica (the
-    # larger nodes pack more replicas): keep the smallest node of each.
-    scored.sort(key=lambda s: s[1].gpus_per_node)
-    seen: set[tuple[str, str]] = set()
-    unique = []
-    for item in scored:
-        key = (item[1].gke_accelerator, _describe(item[0]))
-        if key not in seen:
-            seen.add(key)
-            unique.append(item)
-    eligible = sorted((s for s in unique if s[3] is None), key=cost)
-    rejected = sorted((s for s in unique if s[3] is not None), key=cost)
-    best_cost = cost(eligible[0]) if eligible else None
+    scored = _score_all(spec, itl_target_s, ttft_target_s, prices)
+    eligible = sorted((s for s in scored if s.why_not is None), key=lambda s: s.cost)
+    rejected = sorted((s for s in scored if s.why_not is not None), key=lambda s: s.cost)
     candidates = []
-    for rank, (layout, machine, variant_plan, why_not) in enumerate(eligible + rejected, start=1):
-        if why_not is None and rank == 1:
+    for rank, item in enumerate(eligible + rejected, start=1):
+        if item.why_not is not None:
+            reason = item.why_not
+        elif rank == 1:
             reason = "cheapest per million output tokens within the latency targets"
-        elif why_not is None:
-            assert best_cost is not None
-            reason = (
-                f"{cost((layout, machine, variant_plan, None)) / best_cost:.2f}x the winner's cost"
-            )
         else:
-            reason = why_not
-        group = variant_plan.groups[0]
+            reason = f"{item.cost / eligible[0].cost:.2f}x the winner's cost"
+        group = item.plan.groups[0]
         candidates.append(
             Candidate(
                 rank=rank,
-                machine_type=machine.name,
-                accelerator=machine.accelerator,
-                layout=_describe(layout),
+                machine_type=item.machine.name,
+                accelerator=item.machine.accelerator,
+                layout=item.layout.label,
                 gpus_per_replica=group.placement.gpus_per_replica,
-                usd_per_million_output_tokens=variant_plan.usd_per_million_output_tokens,
-                ttft_s=variant_plan.ttft_s,
+                usd_per_million_output_tokens=item.plan.usd_per_million_output_tokens,
+                ttft_s=item.plan.ttft_s,
                 itl_at_batch_s=group.estimates.itl_at_batch_s,
-                output_tokens_per_s=variant_plan.output_tokens_per_s,
+                output_tokens_per_s=item.plan.output_tokens_per_s,
                 reason=reason,
             )
         )

@@ -57,6 +57,14 @@ class Parallelism(_Frozen):
         """vLLM shards experts over the whole DP x TP group when expert parallelism is on."""
         return self.data * self.tensor if self.expert else 1
 
+    @property
+    def label(self) -> str:
+        """Short form for tables: 'TP=2 PP=1', 'TP=1 PP=1 DP=8+EP'."""
+        text = f"TP={self.tensor} PP={self.pipeline}"
+        if self.data > 1 or self.expert:
+            text += f" DP={self.data}" + ("+EP" if self.expert else "")
+        return text
+
 
 class Router(_Frozen):
     """How Ray Serve picks a replica for a request."""

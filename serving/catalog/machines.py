@@ -18,9 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from serving.catalog.accelerators import ACCELERATORS
 
 GIB = 1024**3
-LOCAL_SSD_BYTES = (
-    375 * 2**30
-)  # "Each Local SSD disk is 375 GiB" (cloud.google.com/compute/docs/disks/local-ssd)
+# "Each Local SSD disk is 375 GiB in size" (cloud.google.com/compute/docs/disks/local-ssd)
+LOCAL_SSD_BYTES = 375 * 2**30
 PRICES_AS_OF = "2025-Q4"
 
 
@@ -37,7 +36,7 @@ class MachineType(BaseModel):
     gpus_per_node: int = Field(description="GPUs attached; one node is one NVLink domain.")
     vcpus: int
     memory_bytes: int
-    local_ssd_count: int = Field(description="Bundled 375 GB local SSDs (0 when none bundled).")
+    local_ssd_count: int = Field(description="Bundled 375 GiB local SSDs (0 when none bundled).")
     network_bandwidth_bytes_per_s: float = Field(
         description="GPU-to-GPU bandwidth between nodes: the GPU NICs (GPUDirect) where the "
         "machine has them, not the host NIC."
