@@ -1,4 +1,4 @@
-"""Catalogs of facts: GPUs, GCP machine types and model architectures.
+"""Catalogs of facts: GPUs, GCP machine types, where GCP sells each GPU, model architectures.
 
 `serving` is the single source of truth about hardware and models; everything else asks here.
 """
@@ -11,6 +11,7 @@ from typing import TypeVar
 from serving.catalog.accelerators import ACCELERATORS, Accelerator
 from serving.catalog.machines import MACHINE_TYPES, PRICES_AS_OF, MachineType, machines_for
 from serving.catalog.models import ARCHITECTURES, BYTES_PER_WEIGHT, Architecture
+from serving.catalog.zones import GPU_ZONES, region_of, regions_offering, zones_offering
 from serving.errors import FixableValueError, unknown_key_fix
 
 T = TypeVar("T")
@@ -42,6 +43,7 @@ __all__ = [
     "ACCELERATORS",
     "ARCHITECTURES",
     "BYTES_PER_WEIGHT",
+    "GPU_ZONES",
     "MACHINE_TYPES",
     "PRICES_AS_OF",
     "Accelerator",
@@ -51,4 +53,7 @@ __all__ = [
     "architecture",
     "machine_type",
     "machines_for",
+    "region_of",
+    "regions_offering",
+    "zones_offering",
 ]
