@@ -2,25 +2,81 @@
 
 A stack file (`stacks/Pulumi.<stack>.yaml`) names its models and their environment. Keys under
 the `servestack:` namespace are identical to `StackConfig`'s field names; `gcp:` keys belong to
-the Google provider. The offline CLI reads the file directly; the Pulumi program reads the same
-keys through `pulumi.Config`; both validate through `StackConfig`.
+the Google provider, of which servestack reads `gcp:project` and `gcp:region` (`GcpConfig`).
+The offline CLI reads the file directly (`load_stack`); the Pulumi program reads the same keys
+through `pulumi.Config` (`load_pulumi_stack`); both validate through the same models.
+
+Here a value is checked on its own (a type, a known machine type); what must hold between values
+and the models' plans (a GPU the region offers, a pool's provisioning options) is checked when
+the platform is planned (`infra/platform.py`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from ipaddress import IPv4Network
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from serving import catalog
-from serving.errors import ServestackError
+from serving.errors import FixableValueError, ServestackError
 from serving.loading import display_path, load_profile, read_yaml, validate
 from serving.spec import ModelSpec
 
 NAMESPACE = "servestack"
+GCP_NAMESPACE = "gcp"
 DEFAULT_STACK = "dev"
+
+ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE"]
+ReservationAffinity = Literal["none", "any", "specific"]
+GpuDriverVersion = Literal["LATEST", "DEFAULT", "INSTALLATION_DISABLED"]
+
+
+class GpuPoolOptions(BaseModel):
+    """How a stack wants the nodes of one GPU machine type obtained (`servestack:gpu_pools`).
+
+    The pool itself (accelerators, node counts, compact placement where a replica spans nodes)
+    follows from the catalog and the models' plans; these are the choices a plan cannot make.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    spot: bool = Field(
+        default=False, description="Spot VMs: much cheaper, but GCP may reclaim a node any time."
+    )
+    flex_start: bool = Field(
+        default=False,
+        description="Flex-start VMs (Dynamic Workload Scheduler): wait for capacity, then run "
+        "up to seven days.",
+    )
+    queued_provisioning: bool = Field(
+        default=False,
+        description="DWS queued provisioning: nodes come only through ProvisioningRequests.",
+    )
+    compact_placement: bool = Field(
+        default=False,
+        description="Compact placement even where no replica spans nodes (it is always on "
+        "where one does).",
+    )
+    reservation_affinity: ReservationAffinity = Field(
+        default="none",
+        description="none; any (use matching reservations, else on-demand); specific (only "
+        "the reservations named in `reservations`).",
+    )
+    reservations: list[str] = Field(
+        default_factory=list, description="Reservation names, for reservation_affinity: specific."
+    )
+    zones: list[str] = Field(
+        default_factory=list,
+        description="Zones for this pool; by default every zone of the region that stocks "
+        "the GPU (the first one where the pool needs compact placement).",
+    )
+    gpu_driver_version: GpuDriverVersion = Field(
+        default="LATEST", description="The NVIDIA driver GKE installs on the nodes."
+    )
 
 
 class StackConfig(BaseModel):
@@ -36,6 +92,50 @@ class StackConfig(BaseModel):
         default_factory=dict,
         description="USD per node-hour by machine type, overriding the catalog's list prices.",
     )
+    gpu_pools: dict[str, GpuPoolOptions] = Field(
+        default_factory=dict,
+        description="Provisioning options per GPU machine type the models' plans use.",
+    )
+    cluster_zone: str | None = Field(
+        default=None,
+        description="A zone of gcp:region for a zonal cluster; unset, the cluster is regional.",
+    )
+    release_channel: ReleaseChannel = Field(
+        default="REGULAR", description="GKE release channel: RAPID, REGULAR or STABLE."
+    )
+    master_authorized_networks: list[IPv4Network] = Field(
+        default_factory=list,
+        description="CIDR blocks that may reach the control plane's public endpoint; none by "
+        "default.",
+    )
+    allow_public_control_plane: bool = Field(
+        default=False,
+        description="Must be true for master_authorized_networks to hold 0.0.0.0/0.",
+    )
+    deletion_protection: bool = Field(
+        default=True, description="Refuse to delete the cluster (set false for throwaway stacks)."
+    )
+    subnet_cidr: IPv4Network = Field(
+        default=IPv4Network("10.0.0.0/20"), description="Primary range of the nodes' subnet."
+    )
+    pods_cidr: IPv4Network = Field(
+        default=IPv4Network("10.4.0.0/14"), description="Secondary range for pod IPs."
+    )
+    services_cidr: IPv4Network = Field(
+        default=IPv4Network("10.8.0.0/20"), description="Secondary range for Service IPs."
+    )
+    control_plane_cidr: IPv4Network = Field(
+        default=IPv4Network("172.16.0.0/28"), description="The /28 GKE gives the control plane."
+    )
+    system_machine_type: str = Field(
+        default="e2-standard-4",
+        description="CPU machine type of the system pool (Ray heads, ingress, operators).",
+    )
+    system_min_nodes: int = Field(default=1, ge=0, description="System pool minimum, in total.")
+    system_max_nodes: int = Field(default=3, ge=1, description="System pool maximum, in total.")
+    maintenance_window_start: str = Field(
+        default="03:00", description="Daily maintenance window start, HH:MM in UTC."
+    )
 
     @field_validator("prices")
     @classmethod
@@ -46,13 +146,41 @@ class StackConfig(BaseModel):
                 raise ValueError(f"price for {name} must be positive")
         return prices
 
+    @field_validator("gpu_pools")
+    @classmethod
+    def _known_gpu_machines(cls, pools: dict[str, GpuPoolOptions]) -> dict[str, GpuPoolOptions]:
+        for name in pools:
+            try:
+                catalog.machine_type(name)
+            except FixableValueError as exc:
+                raise FixableValueError(exc.problem, exc.fix, field=name) from None
+        return pools
+
+
+class GcpConfig(BaseModel):
+    """The `gcp:` keys servestack reads; the Google provider reads them (and others) itself."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    project: str | None = Field(default=None, description="GCP project id.")
+    region: str | None = Field(default=None, description="GCP region, e.g. us-central1.")
+
 
 @dataclass(frozen=True)
 class Stack:
     name: str
     path: Path
     config: StackConfig
+    gcp: GcpConfig
     profiles: dict[str, ModelSpec]
+
+    def profile_path(self, model: str) -> Path:
+        return profile_path(self.path, model)
+
+
+def profile_path(stack_path: Path, model: str) -> Path:
+    """Where a stack file's model profile lives: `stacks/models/<model>.yaml` beside it."""
+    return stack_path.parent / "models" / f"{model}.yaml"
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -74,12 +202,12 @@ def available_stacks(root: Path | None = None) -> list[str]:
     )
 
 
-def namespaced(config: dict[str, Any], source: str) -> dict[str, Any]:
-    """The `servestack:` keys of a Pulumi stack `config:` mapping, namespace stripped."""
+def namespaced(config: dict[str, Any], source: str, namespace: str = NAMESPACE) -> dict[str, Any]:
+    """The keys of one namespace of a Pulumi stack `config:` mapping, namespace stripped."""
     ours: dict[str, Any] = {}
     for key, value in config.items():
-        namespace, _, name = str(key).partition(":")
-        if namespace == NAMESPACE:
+        prefix, _, name = str(key).partition(":")
+        if prefix == namespace:
             ours[name] = value
         elif not name:
             raise ServestackError(
@@ -101,17 +229,71 @@ def load_stack(name: str = DEFAULT_STACK, root: Path | None = None) -> Stack:
     document = read_yaml(path) or {}
     if not isinstance(document, dict) or not isinstance(document.get("config", {}), dict):
         raise ServestackError(source, "config", "expected a mapping", "see stacks/Pulumi.dev.yaml")
-    config = validate(
-        StackConfig, namespaced(document.get("config") or {}, source), source, f"{NAMESPACE}:"
-    )
+    config = document.get("config") or {}
+    gcp = {
+        key: value
+        for key, value in namespaced(config, source, GCP_NAMESPACE).items()
+        if key in GcpConfig.model_fields
+    }
+    return build_stack(name, path, namespaced(config, source), gcp)
+
+
+def load_pulumi_stack(root: Path | None = None) -> Stack:
+    """The current Pulumi stack, its keys read through `pulumi.Config` (inside a Pulumi program).
+
+    Pulumi hands every value over as text (numbers, booleans, lists and mappings as JSON);
+    each `StackConfig` field is looked up by its name, the key the stack file and `load_stack`
+    use.
+    """
+    import pulumi  # only the Pulumi program reads config this way; the CLI stays without it
+
+    name = pulumi.get_stack()
+    path = stacks_dir(root) / f"Pulumi.{name}.yaml"
+    ours = pulumi.Config(NAMESPACE)
+    values: dict[str, Any] = {}
+    for field, info in StackConfig.model_fields.items():
+        text = ours.get(field)
+        if text is not None:
+            values[field] = (
+                _json(text, display_path(path), f"{NAMESPACE}:{field}")
+                if _is_json(info.annotation)
+                else text
+            )
+    gcp_config = pulumi.Config(GCP_NAMESPACE)
+    gcp = {key: gcp_config.get(key) for key in GcpConfig.model_fields}
+    return build_stack(name, path, values, {k: v for k, v in gcp.items() if v is not None})
+
+
+def _is_json(annotation: Any) -> bool:
+    """Pulumi passes these as JSON; strings, names and CIDR blocks as they are."""
+    return get_origin(annotation) in (list, dict) or annotation in (bool, int, float)
+
+
+def _json(text: str, source: str, field: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ServestackError(
+            source, field, f"'{text}' is not a value of this key's type",
+            "set a number, true/false, a list or a mapping as the key's description says",
+        ) from None  # fmt: skip
+
+
+def build_stack(
+    name: str, path: Path, servestack_keys: dict[str, Any], gcp_keys: dict[str, Any]
+) -> Stack:
+    """Validate a stack's keys and read every model profile it names."""
+    source = display_path(path)
+    config = validate(StackConfig, servestack_keys, source, f"{NAMESPACE}:")
+    gcp = validate(GcpConfig, gcp_keys, source, f"{GCP_NAMESPACE}:")
     profiles: dict[str, ModelSpec] = {}
     for model in config.models:
-        profile_path = path.parent / "models" / f"{model}.yaml"
-        if not profile_path.is_file():
+        profile = profile_path(path, model)
+        if not profile.is_file():
             known = ", ".join(sorted(p.stem for p in (path.parent / "models").glob("*.yaml")))
             raise ServestackError(
                 source, f"{NAMESPACE}:models", f"no profile stacks/models/{model}.yaml",
                 f"add that file, or use one of: {known}",
             )  # fmt: skip
-        profiles[model] = load_profile(profile_path)
-    return Stack(name=name, path=path, config=config, profiles=profiles)
+        profiles[model] = load_profile(profile)
+    return Stack(name=name, path=path, config=config, gcp=gcp, profiles=profiles)

@@ -1,0 +1,111 @@
+"""Helpers for infra tests: a recording Pulumi mock engine, running a program under it, and
+copies of the repository's stacks to break. Fixtures using them live in conftest.py.
+
+Inputs reach the recorder as the engine sends them: camelCase keys, numbers as floats.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pulumi
+import yaml
+from pulumi.runtime import settings
+from pulumi.runtime.sync_await import _sync_await
+
+REPO = Path(__file__).resolve().parents[2]
+PROJECT = "servestack"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Registered:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    custom: bool
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Records every registered resource; answers with its inputs plus the few outputs GCP
+    computes that our code reads (an account's email, a cluster's endpoint and CA)."""
+
+    def __init__(self) -> None:
+        self.registered: list[Registered] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.registered.append(Registered(args.typ, args.name, dict(args.inputs), args.custom))
+        outputs = dict(args.inputs)
+        outputs.setdefault("name", f"{args.name}-generated")
+        if args.typ == "gcp:serviceaccount/account:Account":
+            outputs["email"] = f"{args.inputs['accountId']}@{PROJECT}.iam.gserviceaccount.com"
+        if args.typ == "gcp:container/cluster:Cluster":
+            outputs["endpoint"] = "192.0.2.10"
+            outputs["masterAuth"] = {"clusterCaCertificate": "Q0EgY2VydGlmaWNhdGU="}
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        return {}
+
+    def of_type(self, type_token: str) -> list[Registered]:
+        return [r for r in self.registered if r.type == type_token]
+
+    def one(self, type_token: str) -> Registered:
+        (found,) = self.of_type(type_token)
+        return found
+
+
+def use_stack(recorder: RecordingMocks, stack: str, config: dict[str, str]) -> None:
+    """Point the mock engine at a fresh root stack named `stack` with this config, with
+    `preview=False` so that `apply` callbacks run (under a preview they never do, and
+    assertions inside them would pass without checking anything)."""
+    settings.ROOT.set(None)  # set_mocks creates a new root stack only when there is none
+    pulumi.runtime.set_all_config(config)
+    pulumi.runtime.set_mocks(recorder, project=PROJECT, stack=stack, preview=False)
+
+
+def run(program: Callable[[], T]) -> T:
+    """Run `program` as Pulumi runs a program and wait until every resource is registered."""
+    result: list[T] = []
+
+    @pulumi.runtime.test
+    def _program() -> None:
+        result.append(program())
+
+    _program()
+    return result[0]
+
+
+def resolve(output: pulumi.Output[T]) -> tuple[T, bool]:
+    """An output's value and whether it is secret, once `run` has finished."""
+    value: T = _sync_await(output.future())
+    secret: bool = _sync_await(output.is_secret())
+    return value, secret
+
+
+def copy_repo(destination: Path) -> Path:
+    """Pulumi.yaml and stacks/: all the platform reads."""
+    destination.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "Pulumi.yaml", destination / "Pulumi.yaml")
+    shutil.copytree(REPO / "stacks", destination / "stacks")
+    return destination.resolve()
+
+
+def edit_yaml(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    document = yaml.safe_load(path.read_text())
+    change(document)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def pulumi_config(stack_file: Path) -> dict[str, str]:
+    """A stack file's config as the Pulumi engine hands it to a program: every value text,
+    arrays and mappings as JSON."""
+    config = yaml.safe_load(stack_file.read_text())["config"]
+    return {
+        key: value if isinstance(value, str) else json.dumps(value) for key, value in config.items()
+    }
