@@ -17,6 +17,7 @@ from rich.text import Text
 
 from infra import report
 from infra.config import DEFAULT_STACK, load_stack
+from infra.platform import plan_platform
 from serving.catalog import ARCHITECTURES
 from serving.errors import ServestackError, unknown_key_fix
 from serving.loading import display_path
@@ -93,6 +94,27 @@ def plan_command(
             report.print_plan(console, spec, model_plan)
     if not all(p.ok for p in plans):
         raise typer.Exit(1)
+
+
+@app.command("pools")
+def pools_command(
+    stack: StackArg = DEFAULT_STACK,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """The cluster and node pools `pulumi up` builds for a stack, derived and checked offline.
+
+    Exits 2, naming the file, the key and a fix, where the stack cannot be built.
+    """
+    platform = plan_platform(load_stack(stack))
+    if not as_json:
+        report.print_platform(console, platform)
+        return
+    document = platform.model_dump(mode="json")
+    for printed, pool in zip(document["gpu_pools"], platform.gpu_pools, strict=True):
+        printed.update(
+            compact=pool.compact, provisioning=pool.provisioning, node_selector=pool.node_selector
+        )
+    print(json.dumps(document, indent=2))
 
 
 def _pick(

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from infra.platform import PlatformPlan
 from serving.catalog import MACHINE_TYPES, PRICES_AS_OF
 from serving.planner import GroupPlan, Plan
 from serving.recommend import Candidate
@@ -144,5 +145,44 @@ def print_recommendation(
             f"{candidate.output_tokens_per_s:,.0f}",
             candidate.reason,
             style=style,
+        )
+    console.print(table)
+
+
+def print_platform(console: Console, platform: PlatformPlan) -> None:
+    cluster = platform.cluster
+    kind = "zonal" if cluster.cluster_zone else "regional"
+    networks = ", ".join(map(str, cluster.master_authorized_networks)) or "none (API closed)"
+    console.rule(
+        f"[bold]{platform.stack}[/]  {cluster.project} · {kind} cluster in {cluster.location}"
+    )
+    console.print(
+        f"release channel {cluster.release_channel} · private nodes · Workload Identity · "
+        f"control plane reachable from: {networks}"
+    )
+    table = Table()
+    for column in ("pool", "machine", "GPUs", "nodes", "placement"):
+        table.add_column(column, no_wrap=True)
+    for column in ("zones", "obtained", "serves"):
+        table.add_column(column, overflow="fold")
+    system = platform.system_pool
+    table.add_row(
+        "system", system.machine_type, "—", f"{system.min_nodes}–{system.max_nodes}", "—",
+        "the cluster's", "on-demand", "CPU pods",
+    )  # fmt: skip
+    for pool in platform.gpu_pools:
+        machine = pool.machine
+        obtained = pool.provisioning
+        if pool.reservation_affinity != "none":
+            obtained += f", reservation: {pool.reservation_affinity}"
+        table.add_row(
+            "gpu",
+            pool.machine_type,
+            f"{machine.gpus_per_node}× {machine.accelerator}",
+            f"{pool.min_nodes}–{pool.max_nodes}",
+            "compact" if pool.compact else "spread",
+            ", ".join(pool.zones),
+            obtained,
+            ", ".join(pool.models),
         )
     console.print(table)

@@ -1,0 +1,404 @@
+"""The platform a stack gets is derived from its models' plans and the catalog, and a stack that
+cannot be built is refused before anything is registered, naming the file, the key and a fix.
+
+Expected figures come from the planner and the catalog (what the pools must follow), never from
+the stack file being echoed back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from infra_support import edit_yaml
+
+from infra.config import load_stack
+from infra.platform import (
+    GKE_ACCELERATOR_LABEL,
+    MACHINE_TYPE_LABEL,
+    PlatformPlan,
+    node_service_account_id,
+    plan_platform,
+)
+from serving import catalog
+from serving.planner import plan
+
+DEV = "stacks/Pulumi.dev.yaml"
+PROD = "stacks/Pulumi.prod.yaml"
+
+
+def _planned_nodes(root: Path, stack: str) -> dict[str, tuple[int, int, bool]]:
+    """(min nodes, max nodes, a replica spans nodes) per machine type, from the planner."""
+    loaded = load_stack(stack, root)
+    totals: dict[str, tuple[int, int, bool]] = {}
+    for spec in loaded.profiles.values():
+        for group in plan(spec, loaded.config.prices).groups:
+            where = group.placement
+            low, high, spans = totals.get(where.machine_type, (0, 0, False))
+            totals[where.machine_type] = (
+                low + where.min_nodes,
+                high + where.max_nodes,
+                spans or where.spans_nodes,
+            )
+    return totals
+
+
+class TestPoolsFollowThePlans:
+    """One GPU pool per machine type the plans use, bounded by the sum of the plans' nodes."""
+
+    @pytest.mark.parametrize("stack", ["dev", "prod"])
+    def test_one_pool_per_planned_machine_type_with_summed_node_bounds(
+        self, repo: Path, stack: str
+    ) -> None:
+        platform = plan_platform(load_stack(stack, repo))
+        planned = _planned_nodes(repo, stack)
+        assert planned
+        assert {
+            pool.machine_type: (pool.min_nodes, pool.max_nodes) for pool in platform.gpu_pools
+        } == {machine: (low, high) for machine, (low, high, _) in planned.items()}
+
+    def test_prod_shares_one_pool_between_its_two_models(self, repo: Path) -> None:
+        (pool,) = plan_platform(load_stack("prod", repo)).gpu_pools
+        assert set(pool.models) == set(load_stack("prod", repo).profiles)
+
+    @pytest.mark.parametrize("stack", ["dev", "prod"])
+    def test_node_selector_names_the_machine_type_and_its_gke_accelerator(
+        self, repo: Path, stack: str
+    ) -> None:
+        for pool in plan_platform(load_stack(stack, repo)).gpu_pools:
+            machine = catalog.MACHINE_TYPES[pool.machine_type]
+            assert pool.node_selector == {
+                MACHINE_TYPE_LABEL: machine.name,
+                GKE_ACCELERATOR_LABEL: machine.gke_accelerator,
+            }
+
+
+SPANNING_PROFILE = {
+    "name": "llama-3.3-70b-pp",
+    "source": "meta-llama/Llama-3.3-70B-Instruct",
+    "architecture": "llama-3.3-70b",
+    "accelerator": "a100-40gb",
+    "parallelism": {"tensor": 8, "pipeline": 2},
+    "max_model_len": 8192,
+    "autoscaling": {"min_replicas": 1, "max_replicas": 2},
+}
+
+
+def _mixed_stack(root: Path, **h100_options: Any) -> PlatformPlan:
+    """A stack serving a 70B over two A100 nodes per replica and the 8B on one H100."""
+    (root / "stacks/models/llama-3.3-70b-pp.yaml").write_text(yaml.safe_dump(SPANNING_PROFILE))
+    (root / "stacks/Pulumi.mixed.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "config": {
+                    "gcp:project": "my-gcp-project",
+                    "gcp:region": "us-central1",
+                    "servestack:models": ["llama-3.3-70b-pp", "llama-3.1-8b"],
+                    "servestack:gpu_pools": {"a3-highgpu-1g": {"spot": True, **h100_options}},
+                }
+            }
+        )
+    )
+    return plan_platform(load_stack("mixed", root))
+
+
+class TestCompactPlacement:
+    """Compact placement exactly where a replica spans nodes or the stack asks for it; a compact
+    pool sits in one zone, a spread one in every zone of the region that stocks its GPU."""
+
+    def test_only_the_pool_whose_replicas_span_nodes_is_compact(self, repo: Path) -> None:
+        pools = {pool.machine_type: pool for pool in _mixed_stack(repo).gpu_pools}
+        planned = _planned_nodes(repo, "mixed")
+        assert {machine: pool.compact for machine, pool in pools.items()} == {
+            machine: spans for machine, (_, _, spans) in planned.items()
+        }
+        spanning = [pool for pool in pools.values() if pool.compact]
+        spread = [pool for pool in pools.values() if not pool.compact]
+        assert len(spanning) == 1 and len(spread) == 1
+        assert len(spanning[0].zones) == 1
+        assert spread[0].zones == list(
+            catalog.zones_offering(spread[0].machine.gke_accelerator, "us-central1")
+        )
+
+    def test_a_stack_can_ask_for_compact_placement_where_no_replica_spans(self, repo: Path) -> None:
+        pools = {p.machine_type: p for p in _mixed_stack(repo, compact_placement=True).gpu_pools}
+        assert not pools["a3-highgpu-1g"].replicas_span_nodes
+        assert pools["a3-highgpu-1g"].compact
+        assert len(pools["a3-highgpu-1g"].zones) == 1
+
+    def test_prod_asks_for_compact_placement_in_its_reserved_zone(self, repo: Path) -> None:
+        (pool,) = plan_platform(load_stack("prod", repo)).gpu_pools
+        assert pool.compact and not pool.replicas_span_nodes
+        assert pool.zones == ["us-central1-a"]
+
+
+class TestStackDefaults:
+    """What a stack leaves unsaid is safe: regional, closed control plane, deletion protected."""
+
+    def test_prod_is_regional_and_dev_zonal(self, repo: Path) -> None:
+        assert plan_platform(load_stack("prod", repo)).cluster.location == "us-central1"
+        assert plan_platform(load_stack("dev", repo)).cluster.location == "us-central1-a"
+
+    @pytest.mark.parametrize("stack", ["dev", "prod"])
+    def test_no_shipped_stack_opens_the_control_plane(self, repo: Path, stack: str) -> None:
+        cluster = plan_platform(load_stack(stack, repo)).cluster
+        assert all(network.prefixlen > 0 for network in cluster.master_authorized_networks)
+        assert not cluster.allow_public_control_plane
+
+    def test_node_service_account_ids_fit_gcp_and_differ_per_stack(self) -> None:
+        long_names = ["production-europe-west4", "production-europe-west1"]
+        ids = [node_service_account_id(name) for name in ["dev", *long_names]]
+        assert ids[0] == "servestack-dev-nodes"
+        assert all(6 <= len(account) <= 30 for account in ids)
+        assert len(set(ids)) == len(ids)
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+
+def _stack(path: str, change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    return lambda root: edit_yaml(root / path, lambda document: change(document["config"]))
+
+
+def _profile(name: str, change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    return lambda root: edit_yaml(root / f"stacks/models/{name}.yaml", change)
+
+
+def _set(**values: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda config: config.update({f"servestack:{k}": v for k, v in values.items()})
+
+
+def _drop(key: str) -> Callable[[dict[str, Any]], None]:
+    return lambda config: config.pop(key)
+
+
+def _move_to_europe_north1(config: dict[str, Any]) -> None:
+    config["gcp:region"] = "europe-north1"
+    config.pop("servestack:cluster_zone")
+
+
+# (id, stack, breakage, file, field, words the message must carry)
+BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = [
+    (
+        "unknown-machine-type",
+        "dev",
+        _stack(DEV, _set(gpu_pools={"a3-highgpu-9g": {"spot": True}})),
+        DEV,
+        "servestack:gpu_pools.a3-highgpu-9g",
+        ["unknown machine type 'a3-highgpu-9g'", "a3-highgpu-8g"],
+    ),
+    (
+        "gpu-not-in-region",
+        "dev",
+        _stack(DEV, _move_to_europe_north1),
+        DEV,
+        "gcp:region",
+        ["europe-north1 has no zone stocking nvidia-h100-80gb", "us-central1"],
+    ),
+    (
+        "system-min-above-max",
+        "dev",
+        _stack(DEV, _set(system_min_nodes=3, system_max_nodes=2)),
+        DEV,
+        "servestack:system_min_nodes",
+        ["minimum (3 nodes) is above the maximum (2)", "raise the maximum to at least 3"],
+    ),
+    (
+        "tensor-wider-than-any-node",
+        "dev",
+        _profile("llama-3.1-8b", lambda d: d.update(parallelism={"tensor": 16})),
+        "stacks/models/llama-3.1-8b.yaml",
+        "parallelism.tensor",
+        ["tensor=16 needs 16 GPUs on one node", "a3-highgpu-8g pool's nodes have 8", "tensor: 8"],
+    ),
+    (
+        "spot-only-machine-on-demand",
+        "dev",
+        _stack(DEV, _drop("servestack:gpu_pools")),
+        DEV,
+        "servestack:gpu_pools.a3-highgpu-1g.spot",
+        ["only as Spot, flex-start or queued provisioning", "set spot: true", "a3-highgpu-8g"],
+    ),
+    (
+        "control-plane-open-to-all",
+        "prod",
+        _stack(PROD, _set(master_authorized_networks=["0.0.0.0/0"])),
+        PROD,
+        "servestack:master_authorized_networks",
+        ["0.0.0.0/0 opens the control plane to the whole internet", "allow_public_control_plane"],
+    ),
+    (
+        "options-for-a-machine-no-model-uses",
+        "prod",
+        _stack(PROD, lambda c: c["servestack:gpu_pools"].update({"a2-highgpu-1g": {}})),
+        PROD,
+        "servestack:gpu_pools.a2-highgpu-1g",
+        ["no model of this stack is planned onto a2-highgpu-1g", "remove the entry"],
+    ),
+    (
+        "queued-provisioning-with-a-minimum",
+        "prod",
+        _stack(PROD, _set(gpu_pools={"a3-highgpu-8g": {"queued_provisioning": True}})),
+        PROD,
+        "servestack:gpu_pools.a3-highgpu-8g.queued_provisioning",
+        ["keep 2 node(s) up", "min_replicas: 0"],
+    ),
+    (
+        "spot-with-flex-start",
+        "dev",
+        _stack(DEV, _set(gpu_pools={"a3-highgpu-1g": {"spot": True, "flex_start": True}})),
+        DEV,
+        "servestack:gpu_pools.a3-highgpu-1g.spot",
+        ["spot does not combine with flex_start"],
+    ),
+    (
+        "zonal-cluster-in-a-zone-without-the-gpu",
+        "dev",
+        _stack(DEV, _set(cluster_zone="us-central1-b")),
+        DEV,
+        "servestack:gpu_pools.a3-highgpu-1g.zones",
+        ["us-central1-b does not stock nvidia-h100-80gb", "us-central1-a"],
+    ),
+    (
+        "cluster-zone-outside-the-region",
+        "dev",
+        _stack(DEV, _set(cluster_zone="europe-west4-a")),
+        DEV,
+        "servestack:cluster_zone",
+        ["not a zone of gcp:region us-central1"],
+    ),
+    (
+        "overlapping-ranges",
+        "prod",
+        _stack(PROD, _set(pods_cidr="10.0.0.0/14")),
+        PROD,
+        "servestack:subnet_cidr",
+        ["10.0.0.0/20 overlaps pods_cidr (10.0.0.0/14)"],
+    ),
+    (
+        "public-pod-range",
+        "prod",
+        _stack(PROD, _set(pods_cidr="8.8.0.0/16")),
+        PROD,
+        "servestack:pods_cidr",
+        ["not a private range", "10.0.0.0/8"],
+    ),
+    (
+        "no-region",
+        "prod",
+        _stack(PROD, _drop("gcp:region")),
+        PROD,
+        "gcp:region",
+        ["is required to build the cluster", "pulumi config set gcp:region"],
+    ),
+    (
+        "specific-reservation-without-a-name",
+        "prod",
+        _stack(PROD, lambda c: c["servestack:gpu_pools"]["a3-highgpu-8g"].pop("reservations")),
+        PROD,
+        "servestack:gpu_pools.a3-highgpu-8g.reservations",
+        ["reservation_affinity: specific"],
+    ),
+    (
+        "compact-pool-over-two-zones",
+        "prod",
+        _stack(
+            PROD,
+            lambda c: c["servestack:gpu_pools"]["a3-highgpu-8g"].update(
+                zones=["us-central1-a", "us-central1-c"]
+            ),
+        ),
+        PROD,
+        "servestack:gpu_pools.a3-highgpu-8g.zones",
+        ["compact placement (compact_placement) keeps a pool in one zone, not 2"],
+    ),
+    (
+        "gpu-machine-as-system-pool",
+        "prod",
+        _stack(PROD, _set(system_machine_type="a2-highgpu-1g")),
+        PROD,
+        "servestack:system_machine_type",
+        ["a2-highgpu-1g is a GPU machine type", "e2-standard-4"],
+    ),
+]
+
+
+def servestack(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as users run it, in a subprocess, wide enough that no message wraps."""
+    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "NO_COLOR"}}
+    env["COLUMNS"] = "1000"
+    return subprocess.run(
+        [sys.executable, "-m", "infra.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("stack", "breakage", "file", "field", "words"),
+    [pytest.param(*case[1:], id=case[0]) for case in BAD_INPUT],
+)
+def test_a_stack_that_cannot_be_built_exits_2_naming_file_key_and_fix(
+    repo: Path,
+    stack: str,
+    breakage: Callable[[Path], None],
+    file: str,
+    field: str,
+    words: list[str],
+) -> None:
+    breakage(repo)
+    result = servestack(repo, "pools", stack)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"error: {file}: {field}: "), result.stderr
+    assert "fix: " in result.stderr
+    assert all(word in result.stderr for word in words), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_open_control_plane_is_accepted_only_when_the_stack_says_so(repo: Path) -> None:
+    _stack(PROD, _set(master_authorized_networks=["0.0.0.0/0"], allow_public_control_plane=True))(
+        repo
+    )
+    cluster = plan_platform(load_stack("prod", repo)).cluster
+    assert [str(n) for n in cluster.master_authorized_networks] == ["0.0.0.0/0"]
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_pools_json_carries_the_platform_plan(repo: Path, stack: str) -> None:
+    result = servestack(repo, "pools", stack, "--json")
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    platform = plan_platform(load_stack(stack, repo))
+    expected = platform.model_dump(mode="json")
+    for pool, spec in zip(expected["gpu_pools"], platform.gpu_pools, strict=True):
+        pool.update(
+            compact=spec.compact, provisioning=spec.provisioning, node_selector=spec.node_selector
+        )
+    assert printed == expected
+
+
+def test_pools_prints_each_pool_with_its_gpus_bounds_and_placement(repo: Path) -> None:
+    result = servestack(repo, "pools", "prod")
+    assert result.returncode == 0, result.stderr
+    (pool,) = plan_platform(load_stack("prod", repo)).gpu_pools
+    machine = pool.machine
+    line = next(row for row in result.stdout.splitlines() if pool.machine_type in row)
+    for cell in (
+        f"{machine.gpus_per_node}× {machine.accelerator}",
+        f"{pool.min_nodes}–{pool.max_nodes}",
+        "compact",
+        "us-central1-a",
+    ):
+        assert cell in line, (cell, line)
