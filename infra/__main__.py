@@ -1,0 +1,96 @@
+"""The Pulumi program: one stack's GKE platform, composed from its config and models' plans.
+
+`pulumi up` runs this file. Everything is planned and checked (`plan_platform`) before the
+first resource is registered; bad config ends the run with one message naming the file, the
+key and a fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+
+from infra.components import (
+    GkeCluster,
+    GkeClusterArgs,
+    GkeNetwork,
+    GpuNodePool,
+    GpuNodePoolArgs,
+    NodeServiceAccount,
+    NodeServiceAccountArgs,
+    SystemNodePool,
+    SystemNodePoolArgs,
+)
+from infra.config import load_pulumi_stack, project_root
+from infra.platform import MACHINE_TYPE_LABEL, PlatformPlan, plan_platform
+from serving.errors import ServestackError
+
+PREFIX = "servestack"
+
+
+def main() -> None:
+    try:
+        platform = plan_platform(load_pulumi_stack(project_root(Path(__file__).parent)))
+    except ServestackError as exc:
+        # RunError ends the program with the message alone, without Pulumi's traceback.
+        raise pulumi.RunError(exc.render()) from None
+    build(platform)
+
+
+def build(platform: PlatformPlan) -> None:
+    network = GkeNetwork(f"{PREFIX}-network", platform.network)
+    nodes = NodeServiceAccount(
+        f"{PREFIX}-nodes",
+        NodeServiceAccountArgs(
+            project=platform.cluster.project, account_id=platform.node_service_account_id
+        ),
+    )
+    cluster = GkeCluster(
+        f"{PREFIX}-gke",
+        GkeClusterArgs(
+            spec=platform.cluster,
+            network_id=network.network_id,
+            subnetwork_id=network.subnetwork_id,
+            pods_range_name=network.pods_range_name,
+            services_range_name=network.services_range_name,
+            control_plane_cidr=network.control_plane_cidr,
+            node_service_account=nodes.email,
+        ),
+    )
+    system_pool = SystemNodePool(
+        f"{PREFIX}-system",
+        SystemNodePoolArgs(
+            spec=platform.system_pool,
+            cluster_id=cluster.cluster_id,
+            cluster_location=cluster.location,
+            service_account=nodes.email,
+        ),
+    )
+    gpu_pools = {
+        spec.machine_type: GpuNodePool(
+            f"{PREFIX}-{spec.machine_type}",
+            GpuNodePoolArgs(
+                spec=spec,
+                cluster_id=cluster.cluster_id,
+                cluster_location=cluster.location,
+                service_account=nodes.email,
+            ),
+        )
+        for spec in platform.gpu_pools
+    }
+
+    # Issue 5 goes here: the KubeRay operator and the edge ingress on the system pool, then one
+    # RayService per model whose worker groups select `gpu_pools[machine_type].node_selector`
+    # and tolerate the GPU taint (see infra/platform.py).
+
+    pulumi.export("cluster_name", cluster.cluster_name)
+    pulumi.export("cluster_endpoint", cluster.endpoint)
+    pulumi.export("kubeconfig", cluster.kubeconfig)
+    pulumi.export("system_node_pool", system_pool.pool_name)
+    pulumi.export("gpu_node_pools", {name: pool.pool_name for name, pool in gpu_pools.items()})
+    pulumi.export("machine_type_label", MACHINE_TYPE_LABEL)
+
+
+if __name__ == "__main__":
+    main()
