@@ -18,6 +18,7 @@ from rich.text import Text
 from infra import report
 from infra.config import DEFAULT_STACK, load_stack
 from infra.platform import plan_platform
+from infra.render import render_model
 from serving.catalog import ARCHITECTURES
 from serving.errors import ServestackError, unknown_key_fix
 from serving.loading import display_path
@@ -115,6 +116,37 @@ def pools_command(
             compact=pool.compact, provisioning=pool.provisioning, node_selector=pool.node_selector
         )
     print(json.dumps(document, indent=2))
+
+
+@app.command("render")
+def render_command(
+    stack: StackArg = DEFAULT_STACK,
+    out: Annotated[
+        Path | None, typer.Option(help="Output directory. [default: rendered/STACK]")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Only this model of the stack.")] = None,
+) -> None:
+    """Write each model's serveConfigV2, cluster environment and worker shapes for review.
+
+    A model whose layout cannot work is not written; the command then exits 1.
+    """
+    loaded = load_stack(stack)
+    out_dir = out if out is not None else Path("rendered") / stack
+    chosen = loaded.profiles
+    if model:
+        wanted = _pick(loaded.profiles, model, loaded.path, "--model")
+        chosen = {key: spec for key, spec in chosen.items() if spec is wanted}
+    failed = False
+    for profile, spec in chosen.items():
+        model_plan = plan(spec, loaded.config.prices)
+        if not model_plan.ok:
+            report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: not rendered: ")
+            failed = True
+            continue
+        for path in render_model(spec, profile, stack, out_dir):
+            console.print(f"wrote {path}", highlight=False)
+    if failed:
+        raise typer.Exit(1)
 
 
 def _pick(

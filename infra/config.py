@@ -296,4 +296,13 @@ def build_stack(
                 f"add that file, or use one of: {known}",
             )  # fmt: skip
         profiles[model] = load_profile(profile)
+    served: dict[str, str] = {}
+    for model, spec in profiles.items():
+        if spec.name in served:
+            raise ServestackError(
+                source, f"{NAMESPACE}:models",
+                f"profiles {served[spec.name]} and {model} both serve the model '{spec.name}'",
+                "give each profile its own name: each model gets its own RayService and route",
+            )  # fmt: skip
+        served[spec.name] = model
     return Stack(name=name, path=path, config=config, gcp=gcp, profiles=profiles)

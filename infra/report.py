@@ -107,13 +107,19 @@ def print_plan(console: Console, spec: ModelSpec, plan: Plan) -> None:
         if len(plan.groups) > 1:
             console.print(f"[bold]{group.role}[/]")
         console.print(_group_table(group))
+    print_verdicts(console, plan)
+    console.print()
+
+
+def print_verdicts(console: Console, plan: Plan, prefix: str = "") -> None:
     for verdict in plan.verdicts:
         colour = "red" if verdict.severity == "error" else "yellow"
         console.print(
-            Text.assemble((verdict.severity, colour), f" [{verdict.code}] {verdict.message}"),
+            Text.assemble(
+                prefix, (verdict.severity, colour), f" [{verdict.code}] {verdict.message}"
+            ),
             highlight=False,
         )
-    console.print()
 
 
 def print_recommendation(

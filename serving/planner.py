@@ -282,6 +282,27 @@ def placement(spec: ModelSpec, layout: Parallelism, autoscaling: Autoscaling) ->
     )
 
 
+def nodes_for(placements: list[Placement], bound: Literal["min", "max"]) -> int:
+    """Nodes of one machine type that hold every replica of these groups at once (a P/D pair's
+    two sides, say). Replicas whose GPU count divides the node share nodes without gaps: Ray
+    places each replica's bundles on any node with free GPUs. Replicas that span nodes, or leave
+    a node's GPUs in an unusable remainder, take their nodes alone."""
+    if not placements:
+        return 0
+    per_node = placements[0].gpus_per_node
+    assert all(p.gpus_per_node == per_node for p in placements), "one machine type at a time"
+
+    def replicas(p: Placement) -> int:
+        return p.min_replicas if bound == "min" else p.max_replicas
+
+    sharing = [p for p in placements if p.replicas_per_node and per_node % p.gpus_per_replica == 0]
+    alone = [p for p in placements if p not in sharing]
+    shared_gpus = sum(p.gpus_per_replica * replicas(p) for p in sharing)
+    return math.ceil(shared_gpus / per_node) + sum(
+        p.min_nodes if bound == "min" else p.max_nodes for p in alone
+    )
+
+
 # --- speed --------------------------------------------------------------------------------
 
 

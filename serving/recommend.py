@@ -52,6 +52,10 @@ def _variant(spec: ModelSpec, machine: MachineType, layout: Parallelism) -> Mode
         parallelism=layout.model_dump(),
         disaggregation=None,
     )
+    if not catalog.ACCELERATORS[machine.accelerator].has_fp8_math:
+        # An FP8 KV cache is refused where there are no FP8 tensor cores; such a GPU is
+        # compared with the KV cache it would actually run.
+        fields["kv_cache_dtype"] = "auto"
     return ModelSpec.model_validate(fields)
 
 

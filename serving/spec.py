@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from serving import catalog
 from serving.catalog import Accelerator, Architecture, MachineType
-from serving.errors import FixableValueError
+from serving.errors import FixableValueError, unknown_key_fix
+from serving.vllm_args import ENGINE_ARGS, FRONTEND_ARGS, VLLM_VERSION
 
 Quantization = Literal["none", "fp8", "fp8_online"]
 KvCacheDtype = Literal["auto", "fp8"]
@@ -24,6 +25,50 @@ RouterKind = Literal["prefix_affinity", "power_of_two", "round_robin"]
 _SERVED_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,50}[a-z0-9])?$")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _GCS_PATH = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/[^\s]*)?$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_)KEY($|_)|API_?KEY")
+
+_SECRETS_FIX = (
+    "keep secrets out of profiles: the Hugging Face token is a Pulumi secret "
+    "(pulumi config set --secret servestack:hf_token ...) that reaches pods as a Kubernetes Secret"
+)
+
+# Engine arguments the compiler derives from profile fields: setting them in `engine_args` too
+# would give two answers to one question.
+DERIVED_ENGINE_ARGS = {
+    "tensor_parallel_size": "parallelism.tensor",
+    "pipeline_parallel_size": "parallelism.pipeline",
+    "data_parallel_size": "parallelism.data",
+    "enable_expert_parallel": "parallelism.expert",
+    "quantization": "quantization",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "enable_prefix_caching": "prefix_caching",
+    "max_model_len": "max_model_len",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "max_num_seqs": "max_num_seqs",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "kv_transfer_config": "disaggregation",
+    "async_scheduling": "fast_paths.ray_v2_executor",
+    "enable_chunked_prefill": "max_num_batched_tokens (chunked prefill is always on)",
+    "model": "source",
+    "served_model_name": "name",
+    "distributed_executor_backend": "nothing: Ray Serve LLM always runs vLLM on Ray",
+}
+# vLLM's own HTTP server settings: Ray Serve and the edge ingress serve HTTP, TLS and API keys,
+# and a key or certificate here would sit in plaintext in the Serve config.
+EDGE_FRONTEND_ARGS = {
+    "api_key", "host", "port", "root_path", "middleware", "allow_credentials", "allowed_headers",
+    "allowed_methods", "allowed_origins", "ssl_keyfile", "ssl_certfile", "ssl_ca_certs",
+    "ssl_cert_reqs", "ssl_ciphers", "enable_ssl_refresh",
+}  # fmt: skip
+# Ray 2.56's fast-path switches are cluster-wide (head and every worker), not per application.
+CLUSTER_ENV_NAMES = {
+    "RAY_SERVE_ENABLE_HA_PROXY": "fast_paths.haproxy",
+    "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "fast_paths.direct_streaming",
+    "RAY_SERVE_THROUGHPUT_OPTIMIZED": "fast_paths.throughput_optimized",
+    "VLLM_USE_RAY_V2_EXECUTOR_BACKEND": "fast_paths.ray_v2_executor",
+    "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY": "router (set with a body-aware router)",
+}
 
 
 class _Frozen(BaseModel):
@@ -134,14 +179,43 @@ class FastPaths(_Frozen):
     haproxy: bool = Field(default=True, description="Ray Serve's HAProxy ingress.")
     direct_streaming: bool = Field(default=True, description="Stream tokens past the router.")
     throughput_optimized: bool = Field(default=True, description="RAY_SERVE_THROUGHPUT_OPTIMIZED.")
-    ray_v2_executor: bool = Field(default=True, description="vLLM's Ray V2 executor backend.")
+    ray_v2_executor: bool = Field(
+        default=True, description="vLLM's Ray V2 executor backend, with async scheduling."
+    )
+
+    @model_validator(mode="after")
+    def _streaming_needs_haproxy(self) -> FastPaths:
+        if self.direct_streaming and not self.haproxy:
+            raise FixableValueError(
+                "direct streaming routes through Ray Serve's HAProxy ingress (Ray 2.56 refuses "
+                "an ingress request router without it)",
+                "set haproxy: true, or direct_streaming: false",
+                field="direct_streaming",
+            )
+        return self
 
 
 class DisaggregatedRole(_Frozen):
+    """One side of a prefill/decode pair. Both sides serve the profile's model."""
+
     parallelism: Parallelism | None = Field(
         default=None, description="Overrides the profile's parallelism for this role."
     )
     autoscaling: Autoscaling = Field(default_factory=Autoscaling)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_model(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            model_keys = sorted(set(value) & (set(ModelSpec.model_fields) - set(cls.model_fields)))
+            if model_keys:
+                raise FixableValueError(
+                    f"{', '.join(model_keys)} cannot differ between prefill and decode: Ray's "
+                    "build_pd_openai_app serves one model id on both sides",
+                    f"set {', '.join(model_keys)} once at the top of the profile; a role "
+                    "takes only parallelism and autoscaling",
+                )
+        return value
 
 
 class Disaggregation(_Frozen):
@@ -184,6 +258,14 @@ class ModelSpec(_Frozen):
     autoscaling: Autoscaling = Field(default_factory=Autoscaling)
     workload: Workload = Field(default_factory=Workload)
     fast_paths: FastPaths = Field(default_factory=FastPaths)
+    engine_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description=f"Further vLLM {VLLM_VERSION} engine arguments, e.g. all2all_backend.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Non-secret environment for this model's replicas (Ray runtime_env).",
+    )
 
     @field_validator("name")
     @classmethod
@@ -229,6 +311,72 @@ class ModelSpec(_Frozen):
             catalog.machine_type(value)
         return value
 
+    @field_validator("engine_args")
+    @classmethod
+    def _known_engine_args(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if key in DERIVED_ENGINE_ARGS:
+                raise FixableValueError(
+                    f"{key} is derived from the profile", f"set {DERIVED_ENGINE_ARGS[key]} instead",
+                    field=key,
+                )  # fmt: skip
+            if _SECRET_NAME.search(key.upper()):
+                raise FixableValueError(
+                    f"{key} is a secret, and engine_args are stored in plaintext in the Serve "
+                    "config", _SECRETS_FIX, field=key,
+                )  # fmt: skip
+            if key in EDGE_FRONTEND_ARGS:
+                raise FixableValueError(
+                    f"{key} configures vLLM's own HTTP server, which Ray Serve replaces",
+                    "remove it; TLS, API keys and CORS belong to the edge ingress",
+                    field=key,
+                )
+            if key not in ENGINE_ARGS | FRONTEND_ARGS:
+                raise FixableValueError(
+                    f"vLLM {VLLM_VERSION} has no engine argument '{key}'",
+                    unknown_key_fix(key, ENGINE_ARGS, f"vLLM {VLLM_VERSION} engine arguments"),
+                    field=key,
+                )
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_as_strings(cls, value: Any) -> Any:
+        # YAML reads `1` and `true` as numbers and booleans; the environment holds strings.
+        if isinstance(value, dict):
+            return {
+                k: (str(v).lower() if isinstance(v, bool) else str(v))
+                if isinstance(v, int | float | bool) else v
+                for k, v in value.items()
+            }  # fmt: skip
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _safe_env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _ENV_NAME.match(name):
+                raise FixableValueError(
+                    f"'{name}' is not an environment variable name",
+                    "use upper-case letters, digits and '_', e.g. VLLM_USE_DEEP_GEMM",
+                    field=name,
+                )
+            if name in CLUSTER_ENV_NAMES:
+                raise FixableValueError(
+                    f"{name} is a cluster-wide fast-path switch: Ray reads it on the head and "
+                    "every worker, not from an application's runtime_env",
+                    f"set {CLUSTER_ENV_NAMES[name]} in the profile instead",
+                    field=name,
+                )
+            if _SECRET_NAME.search(name):
+                raise FixableValueError(
+                    f"{name} looks like a secret, and env is stored in plaintext in the Serve "
+                    "config",
+                    _SECRETS_FIX,
+                    field=name,
+                )
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
         arch = self.architecture
@@ -267,6 +415,13 @@ class ModelSpec(_Frozen):
                 f"to {self.quantization}",
                 "set quantization: none",
                 field="quantization",
+            )
+        if self.kv_cache_dtype == "fp8" and not self.gpu.has_fp8_math:
+            raise FixableValueError(
+                f"{self.accelerator} has no FP8 tensor cores: vLLM would keep an FP8 KV cache "
+                "there only by converting it on every attention step",
+                "set kv_cache_dtype: auto, or use h100-80gb / h200-141gb",
+                field="kv_cache_dtype",
             )
         if self.disaggregation is not None and self.parallelism.data > 1:
             raise FixableValueError(

@@ -74,3 +74,11 @@ def test_catalog_model_without_a_profile_can_be_ranked() -> None:
     assert winner.reason.startswith("cheapest")
     # 671B parameters in FP8 need a whole 8-GPU node at least
     assert winner.gpus_per_replica >= 8
+
+
+def test_an_fp8_kv_cache_profile_is_still_compared_on_a100s_without_it() -> None:
+    """The spec refuses an FP8 KV cache on Ampere; the recommender compares A100s as they would
+    run, with the default KV cache, rather than dropping them or failing."""
+    spec = llama_70b_fp8().model_copy(update={"kv_cache_dtype": "fp8"})
+    ranked = recommend(spec, itl_target_s=0.05, ttft_target_s=2.0)
+    assert {"a100-80gb", "h100-80gb"} <= {c.accelerator for c in ranked}

@@ -278,6 +278,72 @@ class TestRouter:
         assert router.affinity_kwargs() == {"imbalanced_threshold": 4, "match_rate_threshold": 0.2}
 
 
+class TestWhatRayCannotDo:
+    """Profiles asking for what Ray 2.56 and vLLM 0.22 cannot do are stopped at the field."""
+
+    def test_an_engine_argument_vllm_does_not_know_is_named_with_the_nearest(self) -> None:
+        error = the_problem(engine_args={"enable_prefix_cachng": True})
+        assert error.field == "engine_args.enable_prefix_cachng"
+        assert error.problem == "vLLM 0.22.0 has no engine argument 'enable_prefix_cachng'"
+        assert error.fix.startswith("did you mean 'enable_prefix_caching'?")
+
+    def test_an_engine_argument_the_profile_already_sets_points_at_its_field(self) -> None:
+        error = the_problem(engine_args={"tensor_parallel_size": 4})
+        assert error.field == "engine_args.tensor_parallel_size"
+        assert error.fix == "set parallelism.tensor instead"
+
+    @pytest.mark.parametrize("key", ["hf_token", "api_key"])
+    def test_a_secret_engine_argument_is_refused(self, key: str) -> None:
+        error = the_problem(engine_args={key: "hf_abc"})
+        assert error.field == f"engine_args.{key}"
+        assert "plaintext" in error.problem
+        assert "pulumi config set --secret" in error.fix
+
+    def test_vllms_own_http_server_settings_are_refused(self) -> None:
+        error = the_problem(engine_args={"ssl_certfile": "/tls/cert.pem"})
+        assert "edge ingress" in error.fix
+
+    def test_a_known_engine_argument_is_accepted(self) -> None:
+        assert accepted(engine_args={"all2all_backend": "naive"}).engine_args
+
+    def test_a_fast_path_variable_in_env_points_at_the_fast_path_switch(self) -> None:
+        error = the_problem(env={"RAY_SERVE_ENABLE_HA_PROXY": "0"})
+        assert error.field == "env.RAY_SERVE_ENABLE_HA_PROXY"
+        assert error.fix == "set fast_paths.haproxy in the profile instead"
+
+    @pytest.mark.parametrize("name", ["HF_TOKEN", "OPENAI_API_KEY", "DB_PASSWORD", "KEY"])
+    def test_a_secret_looking_variable_is_refused(self, name: str) -> None:
+        assert the_problem(env={name: "x"}).field == f"env.{name}"
+
+    def test_env_values_are_kept_as_the_strings_the_environment_holds(self) -> None:
+        assert accepted(env={"VLLM_USE_DEEP_GEMM": 1, "NCCL_DEBUG": True}).env == {
+            "VLLM_USE_DEEP_GEMM": "1",
+            "NCCL_DEBUG": "true",
+        }
+
+    def test_direct_streaming_without_haproxy_is_refused(self) -> None:
+        error = the_problem(fast_paths={"haproxy": False})
+        assert error.field == "fast_paths.direct_streaming"
+        assert error.fix == "set haproxy: true, or direct_streaming: false"
+
+    @pytest.mark.parametrize("key", ["source", "architecture", "quantization"])
+    def test_prefill_and_decode_cannot_serve_different_models(self, key: str) -> None:
+        error = the_problem(disaggregation={"decode": {key: "Other/Model"}})
+        assert error.field == "disaggregation.decode"
+        assert "one model id on both sides" in error.problem
+        assert error.fix.startswith(f"set {key} once at the top of the profile")
+
+    def test_an_unknown_router_argument_is_named_with_the_routers_arguments(self) -> None:
+        error = the_problem(router={"kind": "prefix_affinity", "imbalance_threshold": 2})
+        assert error.field == "router.imbalance_threshold"
+        assert "did you mean 'imbalanced_threshold'?" in error.fix
+
+    def test_an_fp8_kv_cache_on_ampere_is_refused(self) -> None:
+        error = the_problem(accelerator="a100-80gb", kv_cache_dtype="fp8")
+        assert error.field == "kv_cache_dtype"
+        assert "h100-80gb" in error.fix
+
+
 class TestQuantization:
     def test_fp8_on_an_architecture_already_published_in_fp8_is_rejected(self) -> None:
         error = the_problem(

@@ -1,0 +1,317 @@
+"""The compiler: one model spec into what Ray Serve LLM 2.56 and KubeRay run.
+
+- `serve_config(spec)`: the `serveConfigV2` document, one application built by one of Ray's public
+  builders, so the cluster runs no code of ours;
+- `cluster_env(spec)`: the fast-path variables for the Ray head and every worker container;
+- `worker_shapes(spec)`: the GPU worker pods one model needs, per machine type.
+
+Everything here is derived from the spec and its plan; infra turns it into Kubernetes objects and
+policies judge those objects with the same functions.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from serving import catalog
+from serving.planner import GIB, GroupPlan, Role, choose_machine, nodes_for, plan
+from serving.spec import ModelSpec, Parallelism, RouterKind
+
+RAY_VERSION = "2.56.1"
+SERVE_PORT = 8000
+
+BUILD_OPENAI_APP = "ray.serve.llm:build_openai_app"
+BUILD_DP_OPENAI_APP = "ray.serve.llm:build_dp_openai_app"
+BUILD_PD_OPENAI_APP = "ray.serve.llm:build_pd_openai_app"
+
+# Ray's default request router is power of two choices; the others are named by import path.
+ROUTER_CLASSES: dict[RouterKind, str | None] = {
+    "prefix_affinity": "ray.serve.llm.request_router:PrefixCacheAffinityRouter",
+    "round_robin": "ray.serve.experimental.round_robin_router:RoundRobinRouter",
+    "power_of_two": None,
+}
+# Routers that read the prompt. Under direct streaming HAProxy asks the router for a replica and
+# sends it only the request line unless told to forward the body; without the body a prompt-based
+# router silently degrades to load balancing.
+BODY_AWARE_ROUTERS: frozenset[RouterKind] = frozenset({"prefix_affinity"})
+
+# Requests one replica (one DP rank) accepts before Serve queues them at the router: a running
+# batch of max_num_seqs plus as many waiting in vLLM, so the engine never idles between steps
+# while the rest of the queue stays where the router can still choose another replica.
+ONGOING_REQUESTS_PER_SEQUENCE_SLOT = 2
+# Logical CPUs per vLLM worker bundle (the GPU worker process and its tokenizer threads).
+CPUS_PER_GPU_WORKER = 1
+
+# Where a gs:// bucket of weights is mounted in worker pods (GCS FUSE, read-only).
+MODEL_MOUNT_ROOT = "/mnt/models"
+
+# Share of a node the kubelet and system DaemonSets keep. GKE's reservation is published at
+# https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes; on top of it the GPU
+# device plugin, DCGM exporter, logging, metrics and GCS FUSE agents need room.
+DAEMONSET_CPUS = 1.0
+DAEMONSET_MEMORY_BYTES = 4 * GIB
+EVICTION_THRESHOLD_BYTES = 100 * 2**20
+# Ray's object store lives in /dev/shm; LLM serving passes small objects (weights come from disk),
+# so a tenth of the pod is plenty. NCCL and vLLM's message queues take a little more per GPU.
+OBJECT_STORE_FRACTION = 0.1
+OBJECT_STORE_MAX_BYTES = 32 * GIB
+SHM_PER_GPU_BYTES = 2 * GIB
+
+
+def _flag(on: bool) -> str:
+    return "1" if on else "0"
+
+
+# --- the environment ------------------------------------------------------------------------
+
+
+def forwards_body(spec: ModelSpec) -> bool:
+    """HAProxy must forward the request body to the router exactly when a prompt-reading router
+    sits behind direct streaming (the only path where HAProxy consults a router)."""
+    return spec.fast_paths.direct_streaming and spec.router.kind in BODY_AWARE_ROUTERS
+
+
+def cluster_env(spec: ModelSpec) -> dict[str, str]:
+    """Variables for the Ray head and every worker container.
+
+    Ray reads them when its processes start (the HAProxy proxy, the builder on the head, each
+    replica), so they belong in the pod spec, not in an application's runtime_env. A fast path
+    turned off is written as "0": vLLM 0.22 turns the V2 executor on when the variable is unset.
+    """
+    fast = spec.fast_paths
+    env = {
+        "RAY_SERVE_ENABLE_HA_PROXY": _flag(fast.haproxy),
+        "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": _flag(fast.direct_streaming),
+        "RAY_SERVE_THROUGHPUT_OPTIMIZED": _flag(fast.throughput_optimized),
+        "VLLM_USE_RAY_V2_EXECUTOR_BACKEND": _flag(fast.ray_v2_executor),
+    }
+    if forwards_body(spec):
+        env["RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY"] = "1"
+    return env
+
+
+# --- the Serve application ------------------------------------------------------------------
+
+
+def builder(spec: ModelSpec) -> str:
+    """Ray's builder for the spec: P/D pairs, DP+EP groups, or one LLM deployment."""
+    if spec.disaggregation is not None:
+        return BUILD_PD_OPENAI_APP
+    if spec.parallelism.data > 1:
+        return BUILD_DP_OPENAI_APP
+    return BUILD_OPENAI_APP
+
+
+def gcs_weights(spec: ModelSpec) -> tuple[str, str] | None:
+    """(bucket, object prefix) when the weights are on GCS, else None (Hugging Face)."""
+    if not spec.source.startswith("gs://"):
+        return None
+    bucket, _, prefix = spec.source.removeprefix("gs://").partition("/")
+    return bucket, prefix.strip("/")
+
+
+def model_source(spec: ModelSpec) -> str:
+    """What vLLM loads: the Hugging Face repo, or the weights' path under the GCS FUSE mount."""
+    weights = gcs_weights(spec)
+    if weights is None:
+        return spec.source
+    bucket, prefix = weights
+    return f"{MODEL_MOUNT_ROOT}/{bucket}/{prefix}".rstrip("/")
+
+
+def placement_strategy(spec: ModelSpec, layout: Parallelism) -> str:
+    """STRICT_PACK keeps a replica's tensor-parallel ranks on one node, where NVLink joins them;
+    Ray's default (PACK since ray#56980) would let them spill across nodes without a word. Only
+    pipeline stages that cannot share a node get PACK."""
+    machine = choose_machine(spec, layout.gpus_per_replica)
+    return "STRICT_PACK" if layout.model_parallel_size <= machine.gpus_per_node else "PACK"
+
+
+def engine_kwargs(spec: ModelSpec, layout: Parallelism, role: Role) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"tensor_parallel_size": layout.tensor}
+    if layout.pipeline > 1:
+        kwargs["pipeline_parallel_size"] = layout.pipeline
+    if layout.data > 1:
+        kwargs["data_parallel_size"] = layout.data
+    if layout.expert and spec.architecture.is_moe:
+        kwargs["enable_expert_parallel"] = True
+    # An FP8 checkpoint declares its scheme (fp8, compressed-tensors) in its config and vLLM
+    # reads it; naming one here would contradict the other. Only online quantization is asked.
+    if spec.quantization == "fp8_online":
+        kwargs["quantization"] = "fp8"
+    if spec.kv_cache_dtype == "fp8" and spec.gpu.has_fp8_math:
+        kwargs["kv_cache_dtype"] = "fp8"
+    kwargs |= {
+        "max_model_len": spec.max_model_len,
+        # Chunked prefill: long prompts are cut into max_num_batched_tokens pieces that share
+        # each step with running decodes, bounding the inter-token latency they cause.
+        "enable_chunked_prefill": True,
+        "max_num_batched_tokens": spec.max_num_batched_tokens,
+        "max_num_seqs": spec.max_num_seqs,
+        "gpu_memory_utilization": spec.gpu_memory_utilization,
+        "enable_prefix_caching": spec.prefix_caching,
+    }
+    if spec.fast_paths.ray_v2_executor:
+        # The V2 Ray executor is the one that can overlap scheduling with the GPU step; asking
+        # explicitly makes vLLM fail loudly rather than fall back if something forbids it.
+        kwargs["async_scheduling"] = True
+    if role != "server":
+        assert spec.disaggregation is not None
+        kwargs["kv_transfer_config"] = {
+            "kv_connector": spec.disaggregation.kv_connector,
+            "kv_role": "kv_both",
+        }
+    return kwargs | spec.engine_args
+
+
+def deployment_config(spec: ModelSpec, role: Role) -> dict[str, Any]:
+    autoscaling = spec.autoscaling
+    if spec.disaggregation is not None and role != "server":
+        autoscaling = getattr(spec.disaggregation, role).autoscaling
+    config: dict[str, Any] = {
+        # For DP deployments Ray counts DP groups here and multiplies by data_parallel_size.
+        "autoscaling_config": {
+            "min_replicas": autoscaling.min_replicas,
+            "max_replicas": autoscaling.max_replicas,
+            "target_ongoing_requests": autoscaling.target_ongoing_requests,
+        },
+        "max_ongoing_requests": max(
+            ONGOING_REQUESTS_PER_SEQUENCE_SLOT * spec.max_num_seqs,
+            math.ceil(autoscaling.target_ongoing_requests),
+        ),
+    }
+    router_class = ROUTER_CLASSES[spec.router.kind]
+    if router_class is not None:
+        config["request_router_config"] = {"request_router_class": router_class}
+        if spec.router.affinity_kwargs():
+            config["request_router_config"]["request_router_kwargs"] = spec.router.affinity_kwargs()
+    return config
+
+
+def llm_config(spec: ModelSpec, role: Role = "server") -> dict[str, Any]:
+    """One LLMConfig, as the keyword arguments of Ray's `LLMConfig` model."""
+    layout = _layout(spec, role)
+    config: dict[str, Any] = {
+        "model_loading_config": {"model_id": spec.name, "model_source": model_source(spec)},
+        "accelerator_type": spec.gpu.ray_accelerator_type,
+        "engine_kwargs": engine_kwargs(spec, layout, role),
+        "placement_group_config": {
+            "bundle_per_worker": {"CPU": CPUS_PER_GPU_WORKER, "GPU": 1},
+            "strategy": placement_strategy(spec, layout),
+        },
+        "deployment_config": deployment_config(spec, role),
+    }
+    if spec.env:
+        config["runtime_env"] = {"env_vars": dict(spec.env)}
+    return config
+
+
+def _layout(spec: ModelSpec, role: Role) -> Parallelism:
+    if role == "server" or spec.disaggregation is None:
+        return spec.parallelism
+    return getattr(spec.disaggregation, role).parallelism or spec.parallelism
+
+
+def application(spec: ModelSpec) -> dict[str, Any]:
+    """One Serve application: direct streaming serves exactly one model per application."""
+    import_path = builder(spec)
+    args: dict[str, Any]
+    if import_path == BUILD_PD_OPENAI_APP:
+        args = {
+            "prefill_config": llm_config(spec, "prefill"),
+            "decode_config": llm_config(spec, "decode"),
+        }
+    elif import_path == BUILD_DP_OPENAI_APP:
+        args = {"llm_config": llm_config(spec)}
+    else:
+        args = {"llm_configs": [llm_config(spec)]}
+    return {"name": spec.name, "route_prefix": "/", "import_path": import_path, "args": args}
+
+
+def serve_config(spec: ModelSpec) -> dict[str, Any]:
+    """The RayService's `serveConfigV2`: one model, one application (ray.serve.schema's
+    ServeDeploySchema)."""
+    return {"applications": [application(spec)]}
+
+
+# --- the worker pods ------------------------------------------------------------------------
+
+
+class WorkerShape(BaseModel):
+    """One group of identical GPU worker pods. A pod takes a whole node: one Ray node per GKE
+    node, so a STRICT_PACK group that fits a node fits a pod."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="Worker group name, e.g. 'gpu-a3-highgpu-8g'.")
+    roles: list[Role] = Field(description="The replica groups (server, prefill, decode) it hosts.")
+    machine_type: str
+    gke_accelerator: str = Field(description="Value of the cloud.google.com/gke-accelerator label.")
+    gpus: int = Field(description="nvidia.com/gpu per pod: all of the node's GPUs.")
+    cpus: float = Field(description="CPU request and limit per pod.")
+    memory_bytes: int = Field(description="Memory request and limit per pod.")
+    shared_memory_bytes: int = Field(description="Size of the memory-backed /dev/shm volume.")
+    object_store_bytes: int = Field(description="Ray object store, inside /dev/shm.")
+    ray_resources: dict[str, float] = Field(
+        description="Custom Ray resources the node advertises, e.g. accelerator_type:A100-80G."
+    )
+    local_ssd_bytes: int = Field(description="Node-local SSD for caches (0 when none).")
+    nodes_per_replica: int = Field(description="Nodes one model replica spans (max of its roles).")
+    min_replicas: int = Field(description="Pods at the models' minimum replicas.")
+    max_replicas: int = Field(description="Pods at the models' maximum replicas.")
+
+
+def allocatable(machine: catalog.MachineType) -> tuple[float, int]:
+    """(CPUs, memory bytes) a pod can take on a GKE Standard node of this type: the node less
+    GKE's kubelet reservation, the eviction threshold and room for system DaemonSets."""
+    cores = machine.vcpus
+    cpu_reserved = 0.06 + 0.01 * min(max(cores - 1, 0), 1) + 0.005 * min(max(cores - 2, 0), 2)
+    cpu_reserved += 0.0025 * max(cores - 4, 0)
+    memory = machine.memory_bytes
+    tiers = [(4 * GIB, 0.25), (4 * GIB, 0.20), (8 * GIB, 0.10), (112 * GIB, 0.06)]
+    memory_reserved, left = 0.0, float(memory)
+    for size, share in tiers:
+        memory_reserved += min(left, size) * share
+        left = max(0.0, left - size)
+    memory_reserved += left * 0.02
+    cpus = math.floor((cores - cpu_reserved - DAEMONSET_CPUS) * 10) / 10
+    memory_bytes = memory - int(memory_reserved) - EVICTION_THRESHOLD_BYTES - DAEMONSET_MEMORY_BYTES
+    return cpus, memory_bytes // GIB * GIB
+
+
+def worker_shapes(spec: ModelSpec) -> list[WorkerShape]:
+    """The worker groups a model needs: one per machine type its replica groups run on, sized
+    from the plan (pods = nodes, since a pod takes its node)."""
+    by_machine: dict[str, list[GroupPlan]] = {}
+    for group in plan(spec).groups:
+        by_machine.setdefault(group.placement.machine_type, []).append(group)
+    shapes = []
+    for machine_name, groups in by_machine.items():
+        machine = catalog.MACHINE_TYPES[machine_name]
+        cpus, memory_bytes = allocatable(machine)
+        object_store = max(
+            2 * GIB, min(OBJECT_STORE_MAX_BYTES, int(memory_bytes * OBJECT_STORE_FRACTION))
+        )
+        object_store = object_store // GIB * GIB
+        shapes.append(
+            WorkerShape(
+                name=f"gpu-{machine_name}",
+                roles=[g.role for g in groups],
+                machine_type=machine_name,
+                gke_accelerator=machine.gke_accelerator,
+                gpus=machine.gpus_per_node,
+                cpus=cpus,
+                memory_bytes=memory_bytes,
+                shared_memory_bytes=object_store + SHM_PER_GPU_BYTES * machine.gpus_per_node,
+                object_store_bytes=object_store,
+                ray_resources={f"accelerator_type:{spec.gpu.ray_accelerator_type}": 1.0},
+                local_ssd_bytes=machine.local_ssd_bytes,
+                nodes_per_replica=max(g.placement.nodes_per_replica for g in groups),
+                min_replicas=nodes_for([g.placement for g in groups], "min"),
+                max_replicas=nodes_for([g.placement for g in groups], "max"),
+            )
+        )
+    return shapes

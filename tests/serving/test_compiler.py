@@ -1,0 +1,422 @@
+"""The compiler against Ray 2.56.1 itself: every shipped profile compiles to a Serve document Ray's
+own schemas accept, with the engine keys vLLM knows, and to deployment options Ray derives the
+GPUs we planned. Then the derived values one by one: placement strategy, the fast-path
+environment, expert-parallel and FP8 flags, replica and pod bounds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+from ray.llm._internal.serve.core.ingress.builder import LLMServingArgs
+from ray.llm._internal.serve.core.server.llm_server import LLMServer
+from ray.llm._internal.serve.engines.vllm.vllm_models import VLLMEngineConfig
+from ray.llm._internal.serve.serving_patterns.data_parallel.builder import DPOpenAiServingArgs
+from ray.llm._internal.serve.serving_patterns.data_parallel.dp_server import DPServer
+from ray.llm._internal.serve.serving_patterns.prefill_decode.builder import PDServingArgs
+from ray.llm._internal.serve.serving_patterns.prefill_decode.pd_server import (
+    PDDecodeServer,
+    PDPrefillServer,
+)
+from ray.serve.schema import ServeDeploySchema
+
+from serving import catalog
+from serving.compiler import (
+    BUILD_DP_OPENAI_APP,
+    BUILD_OPENAI_APP,
+    BUILD_PD_OPENAI_APP,
+    application,
+    cluster_env,
+    llm_config,
+    serve_config,
+    worker_shapes,
+)
+from serving.loading import load_profile, validate
+from serving.planner import plan
+from serving.spec import ModelSpec
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))
+
+ARGS_MODELS: dict[str, Any] = {
+    BUILD_OPENAI_APP: LLMServingArgs,
+    BUILD_DP_OPENAI_APP: DPOpenAiServingArgs,
+    BUILD_PD_OPENAI_APP: PDServingArgs,
+}
+
+BASE: dict[str, Any] = {
+    "name": "llama-3.1-8b",
+    "source": "meta-llama/Llama-3.1-8B-Instruct",
+    "architecture": "llama-3.1-8b",
+    "accelerator": "h100-80gb",
+    "max_model_len": 8192,
+}
+
+
+def spec(**changes: Any) -> ModelSpec:
+    return validate(ModelSpec, {**BASE, **changes}, "test profile")
+
+
+def llm_configs(compiled: ModelSpec) -> list[tuple[str, dict[str, Any]]]:
+    """(role, LLMConfig arguments) for each side the application runs."""
+    roles = [g.role for g in plan(compiled).groups]
+    return [(role, llm_config(compiled, role)) for role in roles]
+
+
+def server_class(compiled: ModelSpec, role: str) -> Any:
+    if role == "prefill":
+        return PDPrefillServer
+    if role == "decode":
+        return PDDecodeServer
+    return DPServer if compiled.parallelism.data > 1 else LLMServer
+
+
+@pytest.fixture(params=PROFILES, ids=lambda path: path.stem)
+def shipped(request: pytest.FixtureRequest) -> ModelSpec:
+    return load_profile(request.param)
+
+
+def test_every_seed_feature_has_a_shipped_profile() -> None:
+    """Dense BF16 on A100, FP8 70B on H100 with prefix affinity, MoE DP+EP on one H100 node,
+    DeepSeek-V3 DP+EP on H200, and a prefill/decode pair."""
+    specs = [load_profile(path) for path in PROFILES]
+
+    def has(check: Any) -> bool:
+        return any(check(s) for s in specs)
+
+    assert has(lambda s: s.gpu.key.startswith("a100") and s.weights_dtype == "bf16")
+    assert has(
+        lambda s: (
+            s.architecture.key == "llama-3.3-70b"
+            and s.weights_dtype == "fp8"
+            and s.gpu.key == "h100-80gb"
+            and s.router.kind == "prefix_affinity"
+        )
+    )
+    assert has(
+        lambda s: (
+            s.architecture.is_moe
+            and s.parallelism.expert
+            and s.gpu.key == "h100-80gb"
+            and plan(s).groups[0].placement.nodes_per_replica == 1
+        )
+    )
+    assert has(
+        lambda s: (
+            s.architecture.key == "deepseek-v3"
+            and s.parallelism.expert
+            and s.parallelism.data > 1
+            and s.gpu.key == "h200-141gb"
+        )
+    )
+    assert has(lambda s: s.disaggregation is not None)
+
+
+class TestAgainstRay:
+    """What Ray 2.56.1 and vLLM 0.22 would do with the compiled application."""
+
+    def test_the_document_is_a_valid_serve_deploy_schema(self, shipped: ModelSpec) -> None:
+        document = ServeDeploySchema.model_validate(serve_config(shipped))
+        assert [app.name for app in document.applications] == [shipped.name]
+
+    def test_the_builder_import_path_resolves(self, shipped: ModelSpec) -> None:
+        module, _, function = application(shipped)["import_path"].partition(":")
+        builder = getattr(importlib.import_module(module), function)
+        assert callable(builder)
+        assert module == "ray.serve.llm"
+
+    def test_the_builder_accepts_its_args(self, shipped: ModelSpec) -> None:
+        app = application(shipped)
+        ARGS_MODELS[app["import_path"]].model_validate(app["args"])
+
+    def test_each_llm_config_validates_and_every_engine_key_is_known(
+        self, shipped: ModelSpec
+    ) -> None:
+        for _, arguments in llm_configs(shipped):
+            config = LLMConfig.model_validate(arguments)
+            engine = VLLMEngineConfig.from_llm_config(config)
+            assert engine.tensor_parallel_degree == shipped.parallelism.tensor
+
+    def test_ray_rejects_an_engine_key_vllm_does_not_know(self) -> None:
+        arguments = llm_config(spec())
+        arguments["engine_kwargs"]["max_num_seqss"] = 8
+        with pytest.raises(ValueError, match="Unknown engine argument: max_num_seqss"):
+            VLLMEngineConfig.from_llm_config(LLMConfig.model_validate(arguments))
+
+    def test_ray_places_the_gpus_the_plan_counts(self, shipped: ModelSpec) -> None:
+        """Ray's own deployment options: serve replicas at min x GPU bundles per replica equals
+        the plan's GPUs (replicas x DP x TP x PP), and every bundle asks for a resource the
+        worker pods advertise."""
+        advertised = {key for shape in worker_shapes(shipped) for key in shape.ray_resources}
+        total = 0
+        for role, arguments in llm_configs(shipped):
+            options = server_class(shipped, role).get_deployment_options(
+                LLMConfig.model_validate(arguments)
+            )
+            bundles = options["placement_group_bundles"]
+            replicas = options["autoscaling_config"]["min_replicas"]
+            total += replicas * sum(int(bundle.get("GPU", 0)) for bundle in bundles)
+            for bundle in bundles:
+                assert {k for k in bundle if k.startswith("accelerator_type:")} <= advertised
+        assert total == plan(shipped).total_gpus_min
+
+
+# Runs Ray's builders as the Serve controller on the head does: in a process started with the
+# cluster's environment (Ray reads the fast-path switches once, at import).
+BUILD_SCRIPT = """
+import importlib, json, sys
+built = {}
+for app in json.load(sys.stdin):
+    module, _, function = app["import_path"].partition(":")
+    application = getattr(importlib.import_module(module), function)(app["args"])
+    built[app["name"]] = {
+        "ingress": application._bound_deployment.name,
+        "ingress_request_router": application._ingress_request_router is not None,
+    }
+print(json.dumps(built))
+"""
+
+
+def build_with_rays_builders(apps: list[dict[str, Any]], env: dict[str, str]) -> Any:
+    result = subprocess.run(
+        [sys.executable, "-c", BUILD_SCRIPT],
+        input=json.dumps(apps),
+        env={**os.environ, **env, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+class TestRaysBuilders:
+    """Ray's own builders turn every shipped application into a deployable graph."""
+
+    def test_under_direct_streaming_the_server_is_the_ingress(self) -> None:
+        specs = [load_profile(path) for path in PROFILES]
+        environments = {json.dumps(cluster_env(s), sort_keys=True) for s in specs}
+        assert len(environments) == 1, "shipped profiles share one set of fast paths"
+        built = build_with_rays_builders([application(s) for s in specs], cluster_env(specs[0]))
+        assert set(built) == {s.name for s in specs}
+        for compiled in specs:
+            ingress = built[compiled.name]
+            # HAProxy routes straight to the LLM server through Ray's LLMRouter: no Python
+            # OpenAI ingress in the token path.
+            assert ingress["ingress_request_router"] is True
+            expected = {
+                BUILD_OPENAI_APP: "LLMServer:",
+                BUILD_DP_OPENAI_APP: "DPServer:",
+                BUILD_PD_OPENAI_APP: "Decode:",
+            }[builder_of(compiled)]
+            assert ingress["ingress"].startswith(expected), ingress
+
+    def test_without_direct_streaming_an_openai_ingress_fronts_the_server(self) -> None:
+        compiled = spec(fast_paths={"direct_streaming": False})
+        env = cluster_env(compiled)
+        built = build_with_rays_builders([application(compiled)], env)[compiled.name]
+        assert built == {"ingress": "OpenAiIngress", "ingress_request_router": False}
+
+
+def builder_of(compiled: ModelSpec) -> str:
+    return str(application(compiled)["import_path"])
+
+
+class TestPlacement:
+    """STRICT_PACK keeps a tensor-parallel group inside one node; only pipeline stages that must
+    cross nodes get PACK."""
+
+    @pytest.mark.parametrize("tensor", [1, 2, 4, 8])
+    def test_tensor_parallel_inside_a_node_is_strict_pack(self, tensor: int) -> None:
+        compiled = spec(architecture="llama-3.3-70b", parallelism={"tensor": tensor})
+        assert llm_config(compiled)["placement_group_config"]["strategy"] == "STRICT_PACK"
+
+    def test_pipeline_stages_across_nodes_are_pack(self) -> None:
+        compiled = spec(
+            architecture="llama-3.3-70b",
+            machine_type="a3-highgpu-8g",
+            parallelism={"tensor": 8, "pipeline": 2},
+        )
+        config = llm_config(compiled)
+        assert config["placement_group_config"]["strategy"] == "PACK"
+        assert config["engine_kwargs"]["pipeline_parallel_size"] == 2
+
+    def test_pipeline_stages_inside_a_node_stay_strict_pack(self) -> None:
+        compiled = spec(
+            architecture="llama-3.3-70b",
+            machine_type="a3-highgpu-8g",
+            parallelism={"tensor": 4, "pipeline": 2},
+        )
+        assert llm_config(compiled)["placement_group_config"]["strategy"] == "STRICT_PACK"
+
+
+class TestClusterEnv:
+    """The 2.56 fast paths live on the head and every worker; each can be switched off."""
+
+    @pytest.mark.parametrize("router", ["prefix_affinity", "power_of_two", "round_robin"])
+    @pytest.mark.parametrize("direct_streaming", [True, False])
+    def test_forward_body_exactly_when_a_body_aware_router_meets_direct_streaming(
+        self, router: str, direct_streaming: bool
+    ) -> None:
+        env = cluster_env(spec(router=router, fast_paths={"direct_streaming": direct_streaming}))
+        expected = router == "prefix_affinity" and direct_streaming
+        assert ("RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY" in env) == expected
+        assert env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == ("1" if direct_streaming else "0")
+
+    def test_every_fast_path_is_on_by_default(self) -> None:
+        env = cluster_env(spec())
+        for name in (
+            "RAY_SERVE_ENABLE_HA_PROXY",
+            "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING",
+            "RAY_SERVE_THROUGHPUT_OPTIMIZED",
+            "VLLM_USE_RAY_V2_EXECUTOR_BACKEND",
+        ):
+            assert env[name] == "1", name
+
+    def test_a_fast_path_turned_off_is_written_as_zero(self) -> None:
+        """vLLM 0.22 turns the V2 executor on when the variable is unset, so off must be said."""
+        compiled = spec(fast_paths={"ray_v2_executor": False, "throughput_optimized": False})
+        env = cluster_env(compiled)
+        assert env["VLLM_USE_RAY_V2_EXECUTOR_BACKEND"] == "0"
+        assert env["RAY_SERVE_THROUGHPUT_OPTIMIZED"] == "0"
+        assert "async_scheduling" not in llm_config(compiled)["engine_kwargs"]
+
+    def test_fast_path_variables_never_go_into_the_runtime_env(self, shipped: ModelSpec) -> None:
+        for _, arguments in llm_configs(shipped):
+            env_vars = (arguments.get("runtime_env") or {}).get("env_vars", {})
+            assert not set(env_vars) & set(cluster_env(shipped))
+
+
+class TestEngineKwargs:
+    def test_expert_parallel_only_for_mixture_of_experts(self) -> None:
+        moe = spec(
+            name="qwen3-30b-a3b",
+            source="Qwen/Qwen3-30B-A3B",
+            architecture="qwen3-30b-a3b",
+            machine_type="a3-highgpu-8g",
+            parallelism={"data": 8, "expert": True},
+        )
+        assert llm_config(moe)["engine_kwargs"]["enable_expert_parallel"] is True
+        assert llm_config(moe)["engine_kwargs"]["data_parallel_size"] == 8
+        assert application(moe)["import_path"] == BUILD_DP_OPENAI_APP
+        dense = spec(parallelism={"expert": True})  # the planner's ep-on-dense verdict
+        assert "enable_expert_parallel" not in llm_config(dense)["engine_kwargs"]
+
+    def test_fp8_kv_cache_on_hopper(self) -> None:
+        kwargs = llm_config(spec(kv_cache_dtype="fp8"))["engine_kwargs"]
+        assert kwargs["kv_cache_dtype"] == "fp8"
+
+    def test_no_fp8_compute_settings_on_ampere(self) -> None:
+        """A100 runs FP8 weights weight-only; it gets no FP8 KV cache even from a checkpoint."""
+        for accelerator in ("a100-80gb", "a100-40gb"):
+            compiled = spec(accelerator=accelerator, quantization="fp8_online")
+            kwargs = llm_config(compiled)["engine_kwargs"]
+            assert "kv_cache_dtype" not in kwargs
+            assert not catalog.ACCELERATORS[accelerator].has_fp8_math
+
+    def test_online_quantization_is_asked_and_a_checkpoints_scheme_is_not(self) -> None:
+        assert llm_config(spec(quantization="fp8_online"))["engine_kwargs"]["quantization"] == "fp8"
+        assert "quantization" not in llm_config(spec(quantization="fp8"))["engine_kwargs"]
+
+    def test_profile_engine_args_pass_through(self) -> None:
+        kwargs = llm_config(spec(engine_args={"enable_log_requests": True}))["engine_kwargs"]
+        assert kwargs["enable_log_requests"] is True
+
+    def test_prefill_and_decode_both_carry_the_nixl_connector(self) -> None:
+        compiled = spec(disaggregation={"decode": {"parallelism": {"tensor": 2}}})
+        app = application(compiled)
+        assert app["import_path"] == BUILD_PD_OPENAI_APP
+        prefill, decode = app["args"]["prefill_config"], app["args"]["decode_config"]
+        for side in (prefill, decode):
+            assert side["engine_kwargs"]["kv_transfer_config"]["kv_connector"] == "NixlConnector"
+        assert prefill["engine_kwargs"]["tensor_parallel_size"] == 1
+        assert decode["engine_kwargs"]["tensor_parallel_size"] == 2
+        assert prefill["model_loading_config"] == decode["model_loading_config"]
+
+
+class TestDeploymentConfig:
+    def test_autoscaling_and_router_come_from_the_profile(self) -> None:
+        compiled = spec(
+            autoscaling={"min_replicas": 2, "max_replicas": 6, "target_ongoing_requests": 40},
+            router={"kind": "prefix_affinity", "imbalanced_threshold": 12},
+        )
+        config = llm_config(compiled)["deployment_config"]
+        assert config["autoscaling_config"] == {
+            "min_replicas": 2,
+            "max_replicas": 6,
+            "target_ongoing_requests": 40,
+        }
+        assert config["request_router_config"] == {
+            "request_router_class": "ray.serve.llm.request_router:PrefixCacheAffinityRouter",
+            "request_router_kwargs": {"imbalanced_threshold": 12},
+        }
+        # A full batch running and one waiting per replica; the rest queues at the router.
+        assert config["max_ongoing_requests"] == 2 * compiled.max_num_seqs
+
+    def test_power_of_two_is_rays_default_router(self) -> None:
+        config = llm_config(spec(router="power_of_two"))["deployment_config"]
+        assert "request_router_config" not in config
+
+    def test_gcs_weights_load_from_the_fuse_mount(self) -> None:
+        compiled = spec(source="gs://my-weights/llama/3.1-8b/")
+        source = llm_config(compiled)["model_loading_config"]["model_source"]
+        assert source == "/mnt/models/my-weights/llama/3.1-8b"
+
+
+class TestWorkerShapes:
+    def test_a_pod_takes_its_node(self, shipped: ModelSpec) -> None:
+        for shape in worker_shapes(shipped):
+            machine = catalog.MACHINE_TYPES[shape.machine_type]
+            assert shape.gpus == machine.gpus_per_node
+            assert shape.gke_accelerator == machine.gke_accelerator
+            assert 0 < shape.cpus < machine.vcpus
+            assert 0 < shape.memory_bytes < machine.memory_bytes
+            assert shape.object_store_bytes < shape.shared_memory_bytes < shape.memory_bytes
+
+    def test_pod_bounds_follow_the_plan(self) -> None:
+        compiled = spec(
+            architecture="llama-3.3-70b",
+            machine_type="a3-highgpu-8g",
+            parallelism={"tensor": 2},
+            autoscaling={"min_replicas": 3, "max_replicas": 9},
+        )
+        (shape,) = worker_shapes(compiled)
+        # Four TP=2 replicas per 8-GPU node.
+        assert (shape.min_replicas, shape.max_replicas) == (1, 3)
+
+    def test_a_replica_spanning_nodes_takes_whole_nodes(self) -> None:
+        compiled = spec(
+            architecture="llama-3.3-70b",
+            machine_type="a3-highgpu-8g",
+            parallelism={"tensor": 8, "pipeline": 2},
+            autoscaling={"min_replicas": 1, "max_replicas": 3},
+        )
+        (shape,) = worker_shapes(compiled)
+        assert (shape.nodes_per_replica, shape.min_replicas, shape.max_replicas) == (2, 2, 6)
+
+    def test_prefill_and_decode_share_nodes_of_one_machine_type(self) -> None:
+        compiled = spec(
+            machine_type="a3-highgpu-8g",
+            disaggregation={
+                "prefill": {"autoscaling": {"min_replicas": 3, "max_replicas": 6}},
+                "decode": {"autoscaling": {"min_replicas": 2, "max_replicas": 6}},
+            },
+        )
+        (shape,) = worker_shapes(compiled)
+        assert shape.roles == ["prefill", "decode"]
+        assert (shape.min_replicas, shape.max_replicas) == (1, 2)  # 5 and 12 single-GPU replicas
+
+    def test_a100_80g_is_advertised_by_name(self) -> None:
+        """Ray detects every A100 as 'A100'; the 80 GB kind must be declared for LLMConfig's
+        accelerator_type to find it."""
+        (shape,) = worker_shapes(spec(accelerator="a100-80gb"))
+        assert shape.ray_resources == {"accelerator_type:A100-80G": 1.0}
