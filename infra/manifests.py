@@ -1,0 +1,353 @@
+"""The Kubernetes objects one model needs, as plain manifests: its RayService and its route at the
+edge. Built only from serving's compiled outputs (serveConfigV2, cluster environment, worker
+shapes) and the platform's scheduling contract; the Pulumi components register them and
+`servestack render` writes them for review, so what is reviewed is what is deployed.
+
+No secret value ever enters a manifest: the Hugging Face token is a `secretKeyRef` to a Secret
+the LlmService component makes from a Pulumi secret.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from infra.platform import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
+from serving.compiler import (
+    MODEL_MOUNT_ROOT,
+    RAY_VERSION,
+    SERVE_PORT,
+    WorkerShape,
+    cluster_env,
+    gcs_weights,
+    serve_config,
+    worker_shapes,
+)
+from serving.planner import GIB
+from serving.spec import ModelSpec
+
+RAY_API_VERSION = "ray.io/v1"
+SERVING_NAMESPACE = "llm"
+HF_TOKEN_KEY = "token"
+# Hugging Face downloads land on the node's local SSD (GKE puts emptyDir there when the pool
+# uses local SSD for ephemeral storage), so a restarted pod on the same node starts warm.
+HF_CACHE_PATH = "/mnt/hf-cache"
+HEAD_CPUS = 4
+HEAD_MEMORY_BYTES = 16 * GIB
+# Model weights take minutes to download and load; Serve reports unhealthy meanwhile. Past these
+# bounds KubeRay replaces the cluster, so they are sized for a 700 GB checkpoint, not a test.
+SERVICE_UNHEALTHY_SECONDS = 3600
+DEPLOYMENT_UNHEALTHY_SECONDS = 3600
+AUTOSCALER_IDLE_TIMEOUT_SECONDS = 600
+TERMINATION_GRACE_SECONDS = 120
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+
+_DNS_LABEL = re.compile(r"[^a-z0-9-]+")
+
+
+def resource_name(spec: ModelSpec) -> str:
+    """The model's name in Kubernetes: its served id as a DNS label (Services need one, and
+    KubeRay names the serve Service `<name>-serve-svc`)."""
+    return _DNS_LABEL.sub("-", spec.name).strip("-")
+
+
+def serve_service_name(spec: ModelSpec) -> str:
+    return f"{resource_name(spec)}-serve-svc"
+
+
+def hf_secret_name(spec: ModelSpec) -> str:
+    return f"{resource_name(spec)}-hf-token"
+
+
+def service_account_name(spec: ModelSpec) -> str:
+    """The Kubernetes service account the model's pods run as; Workload Identity lets it read
+    the weights bucket."""
+    return f"{resource_name(spec)}-ray"
+
+
+def ray_version(image: str) -> str:
+    """The Ray version a `rayproject/ray-llm:<version>-...` image carries."""
+    match = re.search(r":(\d+\.\d+\.\d+)", image)
+    return match.group(1) if match else RAY_VERSION
+
+
+def _env(spec: ModelSpec, with_token: bool) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": name, "value": value} for name, value in cluster_env(spec).items()
+    ]
+    env.append({"name": "HF_HOME", "value": HF_CACHE_PATH})
+    if with_token:
+        env.append(
+            {
+                "name": "HF_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": hf_secret_name(spec), "key": HF_TOKEN_KEY}},
+            }
+        )
+    return env
+
+
+def _quantity(size_bytes: int) -> str:
+    return f"{size_bytes // GIB}Gi" if size_bytes % GIB == 0 else f"{size_bytes // 2**20}Mi"
+
+
+def _head(spec: ModelSpec, image: str, with_token: bool) -> dict[str, Any]:
+    resources = {"cpu": str(HEAD_CPUS), "memory": _quantity(HEAD_MEMORY_BYTES)}
+    return {
+        # The head schedules and routes; it runs no replica (num-cpus 0) and needs no GPU.
+        "rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"},
+        "template": {
+            "spec": {
+                "serviceAccountName": service_account_name(spec),
+                "nodeSelector": {POOL_LABEL: SYSTEM_POOL},
+                "containers": [
+                    {
+                        "name": "ray-head",
+                        "image": image,
+                        "env": _env(spec, with_token),
+                        "resources": {"requests": resources, "limits": resources},
+                        "ports": [
+                            {"name": "gcs-server", "containerPort": 6379},
+                            {"name": "dashboard", "containerPort": 8265},
+                            {"name": "client", "containerPort": 10001},
+                            {"name": "serve", "containerPort": SERVE_PORT},
+                        ],
+                    }
+                ],
+            }
+        },
+    }
+
+
+def _worker_group(
+    spec: ModelSpec, shape: WorkerShape, image: str, with_token: bool
+) -> dict[str, Any]:
+    resources = {
+        "cpu": f"{shape.cpus:g}",
+        "memory": _quantity(shape.memory_bytes),
+        "nvidia.com/gpu": str(shape.gpus),
+    }
+    volumes: list[dict[str, Any]] = [
+        # NCCL, vLLM's message queues and Ray's object store live in /dev/shm; the container
+        # runtime's 64 MB default would fail the first tensor-parallel all-reduce.
+        {
+            "name": "dshm",
+            "emptyDir": {"medium": "Memory", "sizeLimit": _quantity(shape.shared_memory_bytes)},
+        },
+        {"name": "hf-cache", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "hf-cache", "mountPath": HF_CACHE_PATH},
+    ]
+    annotations: dict[str, str] = {}
+    weights = gcs_weights(spec)
+    if weights is not None:
+        bucket, _ = weights
+        # GCS FUSE through Workload Identity: the sidecar mounts the bucket read-only where the
+        # compiler told vLLM to load from.
+        annotations["gke-gcsfuse/volumes"] = "true"
+        volumes.append(
+            {
+                "name": "weights",
+                "csi": {
+                    "driver": GCSFUSE_DRIVER,
+                    "readOnly": True,
+                    "volumeAttributes": {
+                        "bucketName": bucket,
+                        "mountOptions": "implicit-dirs,file-cache:enable-parallel-downloads:true",
+                    },
+                },
+            }
+        )
+        mounts.append(
+            {"name": "weights", "mountPath": f"{MODEL_MOUNT_ROOT}/{bucket}", "readOnly": True}
+        )
+    template: dict[str, Any] = {
+        "spec": {
+            "serviceAccountName": service_account_name(spec),
+            "nodeSelector": gpu_node_selector(shape.machine_type),
+            "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+            "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+            "containers": [
+                {
+                    "name": "ray-worker",
+                    "image": image,
+                    "env": _env(spec, with_token),
+                    "resources": {"requests": resources, "limits": resources},
+                    "volumeMounts": mounts,
+                }
+            ],
+            "volumes": volumes,
+        }
+    }
+    if annotations:
+        template["metadata"] = {"annotations": annotations}
+    return {
+        "groupName": shape.name,
+        "replicas": shape.min_replicas,
+        "minReplicas": shape.min_replicas,
+        "maxReplicas": shape.max_replicas,
+        "numOfHosts": 1,
+        "rayStartParams": {
+            "num-gpus": str(shape.gpus),
+            "object-store-memory": str(shape.object_store_bytes),
+        },
+        # Custom Ray resources (accelerator_type:A100-80G): Ray cannot tell A100s apart itself.
+        "resources": {key: f"{value:g}" for key, value in shape.ray_resources.items()},
+        "template": template,
+    }
+
+
+def rayservice(spec: ModelSpec, image: str, *, with_hf_token: bool = True) -> dict[str, Any]:
+    """The model's RayService: its compiled Serve application on its own Ray cluster."""
+    name = resource_name(spec)
+    return {
+        "apiVersion": RAY_API_VERSION,
+        "kind": "RayService",
+        "metadata": {
+            "name": name,
+            "namespace": SERVING_NAMESPACE,
+            "labels": {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "servestack"},
+        },
+        "spec": {
+            "serveConfigV2": yaml.safe_dump(serve_config(spec), sort_keys=False),
+            # A new cluster takes over before the old one goes: no serving gap on upgrade.
+            "upgradeStrategy": {"type": "NewCluster"},
+            "serviceUnhealthySecondThreshold": SERVICE_UNHEALTHY_SECONDS,
+            "deploymentUnhealthySecondThreshold": DEPLOYMENT_UNHEALTHY_SECONDS,
+            "rayClusterConfig": {
+                "rayVersion": ray_version(image),
+                "enableInTreeAutoscaling": True,
+                "autoscalerOptions": {
+                    "version": "v2",
+                    "upscalingMode": "Default",
+                    "idleTimeoutSeconds": AUTOSCALER_IDLE_TIMEOUT_SECONDS,
+                },
+                "headGroupSpec": _head(spec, image, with_hf_token),
+                "workerGroupSpecs": [
+                    _worker_group(spec, shape, image, with_hf_token)
+                    for shape in worker_shapes(spec)
+                ],
+            },
+        },
+    }
+
+
+# --- the edge ---------------------------------------------------------------------------------
+
+EDGE_NAMESPACE = "edge"
+INGRESS_CLASS = "haproxy"
+EDGE_TLS_SECRET = "edge-tls"
+API_KEYS_CONFIGMAP = "edge-api-keys"
+API_KEYS_PATTERN = "api-keys"
+# Clients send `Authorization: Bearer <key>`; the edge compares the key's SHA-256 with the
+# hashes the ingress controller loads from its patterns ConfigMap, so no key is stored anywhere
+# in clear, not even in the cluster.
+API_KEY_CHECK = (
+    "http-request deny deny_status 401 unless "
+    "{ req.hdr(authorization),word(2,' '),digest(sha256),hex,lower "
+    f"-m str -f patterns/{API_KEYS_PATTERN} }}"
+)
+
+
+def model_path(spec: ModelSpec) -> str:
+    """Where the model answers at the edge: `https://<edge>/<model>/v1/chat/completions`."""
+    return f"/{spec.name}/"
+
+
+def model_ingress(
+    spec: ModelSpec, *, host: str | None, requests_per_second: int, stream_timeout_s: int
+) -> dict[str, Any]:
+    """The model's route through the edge: TLS, API key, a per-client rate limit, timeouts long
+    enough for a streamed answer, and the path prefix stripped before Ray Serve sees it."""
+    rule: dict[str, Any] = {
+        "http": {
+            "paths": [
+                {
+                    "path": model_path(spec),
+                    "pathType": "Prefix",
+                    "backend": {
+                        "service": {
+                            "name": serve_service_name(spec),
+                            "port": {"number": SERVE_PORT},
+                        }
+                    },
+                }
+            ]
+        }
+    }
+    if host:
+        rule["host"] = host
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {
+            "name": resource_name(spec),
+            "namespace": SERVING_NAMESPACE,
+            "annotations": {
+                "haproxy.org/ssl-redirect": "true",
+                "haproxy.org/path-rewrite": f"{model_path(spec)}(.*) /\\1",
+                "haproxy.org/rate-limit-requests": str(requests_per_second),
+                "haproxy.org/rate-limit-period": "1s",
+                "haproxy.org/rate-limit-status-code": "429",
+                "haproxy.org/timeout-server": f"{stream_timeout_s}s",
+                "haproxy.org/backend-config-snippet": API_KEY_CHECK,
+            },
+        },
+        "spec": {"ingressClassName": INGRESS_CLASS, "rules": [rule]},
+    }
+
+
+def edge_values(
+    *, replicas: int, internal: bool, source_ranges: list[str], stream_timeout_s: int
+) -> dict[str, Any]:
+    """Values for the haproxytech `kubernetes-ingress` chart."""
+    service: dict[str, Any] = {"type": "LoadBalancer", "loadBalancerSourceRanges": source_ranges}
+    if internal:
+        service["annotations"] = {"networking.gke.io/load-balancer-type": "Internal"}
+    return {
+        "controller": {
+            "kind": "Deployment",
+            "replicaCount": replicas,
+            "nodeSelector": {POOL_LABEL: SYSTEM_POOL},
+            "PodDisruptionBudget": {"enable": True, "minAvailable": 1},
+            # One replica per node, so a node upgrade never takes the whole edge down.
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {
+                        "matchLabels": {"app.kubernetes.io/name": "kubernetes-ingress"}
+                    },
+                }
+            ],
+            "ingressClass": INGRESS_CLASS,
+            "ingressClassResource": {"name": INGRESS_CLASS},
+            "defaultTLSSecret": {
+                "enabled": True,
+                "secretNamespace": EDGE_NAMESPACE,
+                "secret": EDGE_TLS_SECRET,
+            },
+            "extraArgs": [f"--configmap-patterns={EDGE_NAMESPACE}/{API_KEYS_CONFIGMAP}"],
+            "config": {
+                "ssl-redirect": "true",
+                # A streamed answer can run for minutes between the first and last token.
+                "timeout-client": f"{stream_timeout_s}s",
+                "timeout-server": f"{stream_timeout_s}s",
+                "timeout-http-request": "30s",
+            },
+            "service": service,
+        }
+    }
+
+
+def kuberay_values() -> dict[str, Any]:
+    """Values for the `kuberay-operator` chart: the operator on the system pool."""
+    resources = {"cpu": "500m", "memory": "512Mi"}
+    return {
+        "nodeSelector": {POOL_LABEL: SYSTEM_POOL},
+        "resources": {"requests": resources, "limits": {"cpu": "1", "memory": "1Gi"}},
+    }
