@@ -1,8 +1,7 @@
-"""The Pulumi program: one stack's GKE platform, composed from its config and models' plans.
+"""The Pulumi program: one stack's GKE platform and serving plane, from its config and plans.
 
-`pulumi up` runs this file. Everything is planned and checked (`plan_platform`) before the
-first resource is registered; bad config ends the run with one message naming the file, the
-key and a fix.
+`pulumi up` runs this file. Everything is planned and checked (`plan_platform`) before the first
+resource is registered; bad config ends the run with one message naming the file, key and fix.
 """
 
 from __future__ import annotations
@@ -19,10 +18,12 @@ from infra.components import (
     GpuNodePoolArgs,
     NodeServiceAccount,
     NodeServiceAccountArgs,
+    ServingPlane,
+    ServingPlaneArgs,
     SystemNodePool,
     SystemNodePoolArgs,
 )
-from infra.config import load_pulumi_stack, project_root
+from infra.config import ServingSecrets, Stack, load_pulumi_secrets, load_pulumi_stack, project_root
 from infra.platform import MACHINE_TYPE_LABEL, PlatformPlan, plan_platform
 from serving.errors import ServestackError
 
@@ -31,21 +32,20 @@ PREFIX = "servestack"
 
 def main() -> None:
     try:
-        platform = plan_platform(load_pulumi_stack(project_root(Path(__file__).parent)))
+        stack = load_pulumi_stack(project_root(Path(__file__).parent))
+        platform = plan_platform(stack)
     except ServestackError as exc:
         # RunError ends the program with the message alone, without Pulumi's traceback.
         raise pulumi.RunError(exc.render()) from None
-    build(platform)
+    build(stack, platform, load_pulumi_secrets())
 
 
-def build(platform: PlatformPlan) -> None:
+def build(stack: Stack, platform: PlatformPlan, secrets: ServingSecrets) -> None:
     network = GkeNetwork(f"{PREFIX}-network", platform.network)
-    nodes = NodeServiceAccount(
-        f"{PREFIX}-nodes",
-        NodeServiceAccountArgs(
-            project=platform.cluster.project, account_id=platform.node_service_account_id
-        ),
+    account = NodeServiceAccountArgs(
+        project=platform.cluster.project, account_id=platform.node_service_account_id
     )
+    nodes = NodeServiceAccount(f"{PREFIX}-nodes", account)
     cluster = GkeCluster(
         f"{PREFIX}-gke",
         GkeClusterArgs(
@@ -79,17 +79,21 @@ def build(platform: PlatformPlan) -> None:
         )
         for spec in platform.gpu_pools
     }
-
-    # Issue 5 goes here: the KubeRay operator and the edge ingress on the system pool, then one
-    # RayService per model whose worker groups select `gpu_pools[machine_type].node_selector`
-    # and tolerate the GPU taint (see infra/platform.py).
-
+    serving = ServingPlane(
+        f"{PREFIX}-serving",
+        ServingPlaneArgs(
+            models=stack.profiles, project=platform.cluster.project, config=stack.config,
+            secrets=secrets, kubeconfig=cluster.kubeconfig,
+        ),
+        pulumi.ResourceOptions(depends_on=[system_pool, *gpu_pools.values()]),
+    )  # fmt: skip
     pulumi.export("cluster_name", cluster.cluster_name)
     pulumi.export("cluster_endpoint", cluster.endpoint)
     pulumi.export("kubeconfig", cluster.kubeconfig)
     pulumi.export("system_node_pool", system_pool.pool_name)
     pulumi.export("gpu_node_pools", {name: pool.pool_name for name, pool in gpu_pools.items()})
     pulumi.export("machine_type_label", MACHINE_TYPE_LABEL)
+    pulumi.export("rayservices", serving.rayservices)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ the platform is planned (`infra/platform.py`).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 from pathlib import Path
@@ -33,6 +34,11 @@ DEFAULT_STACK = "dev"
 ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE"]
 ReservationAffinity = Literal["none", "any", "specific"]
 GpuDriverVersion = Literal["LATEST", "DEFAULT", "INSTALLATION_DISABLED"]
+KubeRayInstall = Literal["helm", "gke_addon"]
+
+RAY_FLOOR = "2.56.1"
+DEFAULT_RAY_IMAGE = f"rayproject/ray-llm:{RAY_FLOOR}-py311-cu128"
+_IMAGE_VERSION = re.compile(r":(\d+)\.(\d+)\.(\d+)")
 
 
 class GpuPoolOptions(BaseModel):
@@ -136,6 +142,51 @@ class StackConfig(BaseModel):
     maintenance_window_start: str = Field(
         default="03:00", description="Daily maintenance window start, HH:MM in UTC."
     )
+    ray_image: str = Field(
+        default=DEFAULT_RAY_IMAGE,
+        description=f"Ray image of every RayService: rayproject/ray-llm, Ray {RAY_FLOOR} or newer.",
+    )
+    kuberay_install: KubeRayInstall = Field(
+        default="helm",
+        description="helm: the kuberay-operator chart, pinned; gke_addon: GKE's Ray Operator.",
+    )
+    edge_host: str | None = Field(
+        default=None, description="Host name the edge answers for; unset, any host."
+    )
+    edge_internal: bool = Field(
+        default=True, description="An internal load balancer (VPC only); false for the internet."
+    )
+    edge_source_ranges: list[IPv4Network] = Field(
+        default_factory=list,
+        description="CIDR blocks allowed to reach the edge load balancer; empty, any.",
+    )
+    edge_replicas: int = Field(
+        default=2, ge=2, le=20, description="HAProxy edge replicas (two or more, for upgrades)."
+    )
+    edge_rate_limit_rps: int = Field(
+        default=20, ge=1, description="Requests per second one client may send a model."
+    )
+    stream_timeout_s: int = Field(
+        default=600, ge=30, le=7200, description="Longest a streamed answer may run, seconds."
+    )
+
+    @field_validator("ray_image")
+    @classmethod
+    def _ray_floor(cls, image: str) -> str:
+        version = _IMAGE_VERSION.search(image)
+        if version is None:
+            raise FixableValueError(
+                f"'{image}' carries no Ray version in its tag",
+                f"use a tag that starts with the Ray version, e.g. {DEFAULT_RAY_IMAGE}",
+            )
+        found = tuple(int(part) for part in version.groups())
+        if found < tuple(int(part) for part in RAY_FLOOR.split(".")):
+            raise FixableValueError(
+                f"Ray {'.'.join(version.groups())} is below {RAY_FLOOR}: 2.56.0 hangs every "
+                "request when direct streaming meets the prefix-affinity router (ray#64326)",
+                f"use {DEFAULT_RAY_IMAGE} or newer",
+            )
+        return image
 
     @field_validator("prices")
     @classmethod
@@ -306,3 +357,28 @@ def build_stack(
             )  # fmt: skip
         served[spec.name] = model
     return Stack(name=name, path=path, config=config, gcp=gcp, profiles=profiles)
+
+
+@dataclass(frozen=True)
+class ServingSecrets:
+    """The stack's secrets, as Pulumi secret outputs: never plaintext in stack files, state,
+    manifests or logs. Set with `pulumi config set --secret servestack:<key> ...`."""
+
+    api_keys: Any  # pulumi.Output[list[str]]: bearer keys the edge accepts
+    tls_cert: Any  # pulumi.Output[str]: PEM certificate chain the edge serves
+    tls_key: Any  # pulumi.Output[str]: its PEM private key
+    hf_token: Any | None  # pulumi.Output[str]: Hugging Face token, for gated models
+
+
+def load_pulumi_secrets() -> ServingSecrets:
+    """The secrets of the current Pulumi stack (inside a Pulumi program). A missing required
+    secret stops the program with Pulumi's message naming the key."""
+    import pulumi
+
+    ours = pulumi.Config(NAMESPACE)
+    return ServingSecrets(
+        api_keys=ours.require_secret_object("api_keys"),
+        tls_cert=ours.require_secret("tls_cert"),
+        tls_key=ours.require_secret("tls_key"),
+        hf_token=ours.get_secret("hf_token"),
+    )

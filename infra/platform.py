@@ -22,9 +22,10 @@ from itertools import combinations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from infra.config import NAMESPACE, GpuPoolOptions, ReleaseChannel, Stack
+from infra.config import NAMESPACE, GpuPoolOptions, KubeRayInstall, ReleaseChannel, Stack
 from serving import catalog
 from serving.catalog import MachineType
+from serving.compiler import worker_shapes
 from serving.errors import FixableValueError, ProfileValidationError, ServestackError
 from serving.loading import display_path, validate
 from serving.planner import plan
@@ -127,6 +128,7 @@ class ClusterSpec(_Frozen):
     allow_public_control_plane: bool = False
     deletion_protection: bool = True
     maintenance_window_start: str = "03:00"
+    kuberay_install: KubeRayInstall = "helm"
 
     @field_validator("maintenance_window_start")
     @classmethod
@@ -471,11 +473,15 @@ def _gpu_demands(stack: Stack) -> dict[str, _Demand]:
                     )
                 )
             demand = demands.setdefault(placement.machine_type, _Demand())
-            demand.min_nodes += placement.min_nodes
-            demand.max_nodes += placement.max_nodes
             demand.spans_nodes |= placement.spans_nodes
             if model not in demand.models:
                 demand.models.append(model)
+        # The pool holds what the model's RayService worker groups may scale to (one pod per
+        # node), so the two can never disagree.
+        for shape in worker_shapes(spec):
+            demand = demands[shape.machine_type]
+            demand.min_nodes += shape.min_replicas
+            demand.max_nodes += shape.max_replicas
         for verdict in model_plan.verdicts:
             if verdict.severity != "error" or (too_wide and verdict.code == "tp-crosses-node"):
                 continue

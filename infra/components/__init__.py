@@ -10,15 +10,31 @@ from infra.components.node_pools import (
     SystemNodePool,
     SystemNodePoolArgs,
 )
+from infra.components.serving import (
+    EdgeIngress,
+    EdgeIngressArgs,
+    KubeRayOperator,
+    LlmService,
+    LlmServiceArgs,
+    ServingPlane,
+    ServingPlaneArgs,
+)
 
 __all__ = [
+    "EdgeIngress",
+    "EdgeIngressArgs",
     "GkeCluster",
     "GkeClusterArgs",
     "GkeNetwork",
     "GpuNodePool",
     "GpuNodePoolArgs",
+    "KubeRayOperator",
+    "LlmService",
+    "LlmServiceArgs",
     "NodeServiceAccount",
     "NodeServiceAccountArgs",
+    "ServingPlane",
+    "ServingPlaneArgs",
     "SystemNodePool",
     "SystemNodePoolArgs",
 ]

@@ -104,6 +104,12 @@ class GkeCluster(pulumi.ComponentResource):
                 gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(
                     enabled=True
                 ),
+                # GKE's managed KubeRay, where the stack prefers it to the pinned chart.
+                ray_operator_configs=[
+                    gcp.container.ClusterAddonsConfigRayOperatorConfigArgs(
+                        enabled=spec.kuberay_install == "gke_addon"
+                    )
+                ],
             ),
             node_pool_defaults=gcp.container.ClusterNodePoolDefaultsArgs(
                 node_config_defaults=gcp.container.ClusterNodePoolDefaultsNodeConfigDefaultsArgs(

@@ -1,0 +1,307 @@
+"""The serving side of the cluster: the KubeRay operator, the HAProxy edge ingress, and one
+LlmService (a RayService and the objects around it) per model.
+
+Manifests come from `infra/manifests.py`, built from serving's compiled outputs; these
+components only register them, with secrets from Pulumi secrets turned into Kubernetes Secrets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+from pydantic import BaseModel, ConfigDict, Field
+
+from infra.config import ServingSecrets, StackConfig
+from infra.manifests import (
+    API_KEYS_CONFIGMAP,
+    API_KEYS_PATTERN,
+    EDGE_NAMESPACE,
+    EDGE_TLS_SECRET,
+    HF_TOKEN_KEY,
+    SERVING_NAMESPACE,
+    edge_values,
+    hf_secret_name,
+    kuberay_values,
+    model_ingress,
+    rayservice,
+    resource_name,
+    serve_service_name,
+    service_account_name,
+)
+from serving.compiler import gcs_weights
+from serving.spec import ModelSpec
+
+KUBERAY_CHART = "kuberay-operator"
+KUBERAY_CHART_VERSION = "1.7.0"
+KUBERAY_REPO = "https://ray-project.github.io/kuberay-helm/"
+KUBERAY_NAMESPACE = "kuberay-system"
+EDGE_CHART = "kubernetes-ingress"
+EDGE_CHART_VERSION = "1.39.3"
+EDGE_REPO = "https://haproxytech.github.io/helm-charts"
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+def api_key_hashes(keys: list[str]) -> str:
+    """The pattern file the edge matches bearer keys against: one lower-case SHA-256 per line."""
+    return "".join(f"{hashlib.sha256(key.encode()).hexdigest()}\n" for key in keys)
+
+
+class KubeRayOperator(pulumi.ComponentResource):
+    """The KubeRay operator from its pinned chart, on the system pool. Helm creates the CRDs
+    (about 1 MB each) with create, not client-side apply, so no last-applied annotation has to
+    hold them; the provider applies everything else server-side."""
+
+    namespace: pulumi.Output[str | None]
+
+    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("servestack:serving:KubeRayOperator", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata={"name": KUBERAY_NAMESPACE}, opts=child
+        )
+        release = k8s.helm.v3.Release(
+            f"{name}-chart",
+            chart=KUBERAY_CHART,
+            version=KUBERAY_CHART_VERSION,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=KUBERAY_REPO),
+            namespace=namespace.metadata["name"],
+            values=kuberay_values(),
+            atomic=True,
+            opts=child,
+        )
+        self.namespace = release.namespace
+        self.register_outputs({"namespace": self.namespace})
+
+
+class EdgeIngressArgs(_Args):
+    replicas: int = Field(ge=2)
+    internal: bool
+    source_ranges: list[str]
+    stream_timeout_s: int
+    api_keys: Any = Field(description="pulumi.Output[list[str]], secret.")
+    tls_cert: Any = Field(description="pulumi.Output[str], secret.")
+    tls_key: Any = Field(description="pulumi.Output[str], secret.")
+
+
+class EdgeIngress(pulumi.ComponentResource):
+    """HAProxy at the cluster edge: TLS from a Pulumi secret, API keys checked by hash, a
+    LoadBalancer Service, two or more replicas with a PodDisruptionBudget."""
+
+    namespace: pulumi.Output[str | None]
+
+    def __init__(
+        self, name: str, args: EdgeIngressArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("servestack:serving:EdgeIngress", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata={"name": EDGE_NAMESPACE}, opts=child
+        )
+        in_namespace = pulumi.ResourceOptions(parent=self, depends_on=[namespace])
+        tls = k8s.core.v1.Secret(
+            f"{name}-tls",
+            metadata={"name": EDGE_TLS_SECRET, "namespace": EDGE_NAMESPACE},
+            type="kubernetes.io/tls",
+            string_data={"tls.crt": args.tls_cert, "tls.key": args.tls_key},
+            opts=in_namespace,
+        )
+        keys = k8s.core.v1.ConfigMap(
+            f"{name}-api-keys",
+            metadata={"name": API_KEYS_CONFIGMAP, "namespace": EDGE_NAMESPACE},
+            data={API_KEYS_PATTERN: pulumi.Output.secret(args.api_keys).apply(api_key_hashes)},
+            opts=in_namespace,
+        )
+        release = k8s.helm.v3.Release(
+            f"{name}-chart",
+            chart=EDGE_CHART,
+            version=EDGE_CHART_VERSION,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=EDGE_REPO),
+            namespace=EDGE_NAMESPACE,
+            values=edge_values(
+                replicas=args.replicas,
+                internal=args.internal,
+                source_ranges=args.source_ranges,
+                stream_timeout_s=args.stream_timeout_s,
+            ),
+            atomic=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[tls, keys]),
+        )
+        self.namespace = release.namespace
+        self.register_outputs({"namespace": self.namespace})
+
+
+class LlmServiceArgs(_Args):
+    spec: ModelSpec
+    project: str
+    image: str
+    host: str | None
+    requests_per_second: int
+    stream_timeout_s: int
+    hf_token: Any = Field(default=None, description="pulumi.Output[str], secret, or None.")
+
+
+class LlmService(pulumi.ComponentResource):
+    """One model: its RayService, the identity its pods run as (reading a gs:// bucket through
+    Workload Identity), its Hugging Face token as a Secret, and its route at the edge."""
+
+    rayservice_name: pulumi.Output[str]
+    serve_service: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: LlmServiceArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("servestack:serving:LlmService", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        spec = args.spec
+        ksa_annotations: dict[str, Any] = {}
+        weights = gcs_weights(spec)
+        if weights is not None:
+            bucket, _ = weights
+            reader = gcp.serviceaccount.Account(
+                f"{name}-weights-reader",
+                project=args.project,
+                account_id=f"{resource_name(spec)[:22].rstrip('-')}-weights",
+                display_name=f"servestack {spec.name} weights reader",
+                opts=child,
+            )
+            gcp.storage.BucketIAMMember(
+                f"{name}-weights-viewer",
+                bucket=bucket,
+                role="roles/storage.objectViewer",
+                member=reader.email.apply(lambda email: f"serviceAccount:{email}"),
+                opts=child,
+            )
+            gcp.serviceaccount.IAMMember(
+                f"{name}-workload-identity",
+                service_account_id=reader.name,
+                role="roles/iam.workloadIdentityUser",
+                member=(
+                    f"serviceAccount:{args.project}.svc.id.goog"
+                    f"[{SERVING_NAMESPACE}/{service_account_name(spec)}]"
+                ),
+                opts=child,
+            )
+            ksa_annotations["iam.gke.io/gcp-service-account"] = reader.email
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-service-account",
+            metadata={
+                "name": service_account_name(spec),
+                "namespace": SERVING_NAMESPACE,
+                "annotations": ksa_annotations,
+            },
+            opts=child,
+        )
+        depends: list[pulumi.Resource] = [account]
+        with_token = args.hf_token is not None and weights is None
+        if with_token:
+            depends.append(
+                k8s.core.v1.Secret(
+                    f"{name}-hf-token",
+                    metadata={"name": hf_secret_name(spec), "namespace": SERVING_NAMESPACE},
+                    string_data={HF_TOKEN_KEY: args.hf_token},
+                    opts=child,
+                )
+            )
+        manifest = rayservice(spec, args.image, with_hf_token=with_token)
+        service = k8s.apiextensions.CustomResource(
+            f"{name}-rayservice",
+            api_version=manifest["apiVersion"],
+            kind=manifest["kind"],
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
+        )
+        ingress = model_ingress(
+            spec,
+            host=args.host,
+            requests_per_second=args.requests_per_second,
+            stream_timeout_s=args.stream_timeout_s,
+        )
+        k8s.networking.v1.Ingress(
+            f"{name}-ingress",
+            metadata=ingress["metadata"],
+            spec=ingress["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
+        )
+        self.rayservice_name = service.urn.apply(lambda _: resource_name(spec))
+        self.serve_service = service.urn.apply(lambda _: serve_service_name(spec))
+        self.register_outputs(
+            {"rayservice_name": self.rayservice_name, "serve_service": self.serve_service}
+        )
+
+
+class ServingPlaneArgs(_Args):
+    models: dict[str, ModelSpec] = Field(description="Profiles by name, as the stack lists them.")
+    project: str
+    config: StackConfig
+    secrets: ServingSecrets
+    kubeconfig: Any = Field(description="pulumi.Output[str], secret: the cluster to deploy to.")
+
+
+class ServingPlane(pulumi.ComponentResource):
+    """Everything that runs on the cluster: its Kubernetes provider, the serving namespace, the
+    KubeRay operator (unless GKE's add-on runs it), the edge, and one LlmService per model."""
+
+    rayservices: pulumi.Output[dict[str, str]]
+
+    def __init__(
+        self, name: str, args: ServingPlaneArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("servestack:serving:ServingPlane", name, None, opts)
+        config, secrets = args.config, args.secrets
+        provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=args.kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        on_cluster = pulumi.ResourceOptions(parent=self, providers=[provider])
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata={"name": SERVING_NAMESPACE}, opts=on_cluster
+        )
+        ready: list[pulumi.Resource] = [namespace]
+        if config.kuberay_install == "helm":
+            ready.append(KubeRayOperator(f"{name}-kuberay", on_cluster))
+        ready.append(
+            EdgeIngress(
+                f"{name}-edge",
+                EdgeIngressArgs(
+                    replicas=config.edge_replicas,
+                    internal=config.edge_internal,
+                    source_ranges=[str(block) for block in config.edge_source_ranges],
+                    stream_timeout_s=config.stream_timeout_s,
+                    api_keys=secrets.api_keys,
+                    tls_cert=secrets.tls_cert,
+                    tls_key=secrets.tls_key,
+                ),
+                on_cluster,
+            )
+        )
+        after = pulumi.ResourceOptions(parent=self, providers=[provider], depends_on=ready)
+        services = {
+            model: LlmService(
+                f"{name}-{model}",
+                LlmServiceArgs(
+                    spec=spec,
+                    project=args.project,
+                    image=config.ray_image,
+                    host=config.edge_host,
+                    requests_per_second=config.edge_rate_limit_rps,
+                    stream_timeout_s=config.stream_timeout_s,
+                    hf_token=secrets.hf_token,
+                ),
+                after,
+            )
+            for model, spec in args.models.items()
+        }
+        self.rayservices = pulumi.Output.all(
+            **{model: service.rayservice_name for model, service in services.items()}
+        )
+        self.register_outputs({"rayservices": self.rayservices})
