@@ -3,14 +3,29 @@
 A node of an A2 or A3 machine type can only start in a zone that stocks its GPU, and compact
 placement and reservations pin a node pool to one zone, so the platform asks here before it
 registers anything. Keyed by GKE accelerator string (the value of
-`cloud.google.com/gke-accelerator`), because A3 High and A3 Mega carry the same H100 but are
-stocked in different zones.
+`cloud.google.com/gke-accelerator`), because A3 High and A3 Mega carry the same H100 but need
+not be stocked in the same zones.
 
-From https://cloud.google.com/compute/docs/gpus/gpu-regions-zones as listed in 2025-Q4: a subset
-(the main regions of each GPU), and GCP adds zones over time. A region missing here is an error
-at `pulumi up`; add it here, with its zones, when you deploy there. The page lists zones per GPU
-model, not per machine size: A3 High's 1/2/4-GPU sizes are listed under the same zones as the
-8-GPU size, though GCP may stock them in fewer.
+Checked 2026-11 against the zones Compute Engine's API lists each machine type in, as recorded
+in SkyPilot's GCP catalog, one row per machine type and zone, generated zone by zone with
+`machineTypes.list` by sky/catalog/data_fetchers/fetch_gcp.py of
+https://github.com/skypilot-org/skypilot:
+https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs/v8/gcp/vms.csv,
+cross-checked with the older catalogs/v7/gcp/vms.csv of the same repository. Every zone below is
+listed there for every size of its series (a2-highgpu, a2-ultragpu, a3-highgpu-1g to -8g,
+a3-megagpu-8g, a3-ultragpu-8g); the check moved me-west1-b to me-west1-a for A2 Standard and added
+asia-southeast1-a (A2 Standard), us-east5-a (A2 Ultra), us-central1-b (A3 High, A3 Mega) and
+us-east4-c, asia-southeast1-c (A3 Mega). Google's own table,
+https://cloud.google.com/compute/docs/gpus/gpu-regions-zones, was not reachable to compare, and
+a zone that lists a machine type may still be out of capacity.
+
+A subset: the main regions of each GPU; the catalog lists more (A3 High and Mega also in
+asia-east1, australia-southeast1, europe-north1, europe-west3; A3 Ultra also in asia-south2,
+europe-west4, us-east4, us-east5, us-south1, us-west1), and GCP adds zones over time. A region
+missing here is an error at `pulumi up`; add it here, with its zones, when you deploy there.
+Zones are kept per GPU, not per machine size: within the regions below the catalog lists A3
+High's 1/2/4-GPU sizes in the same zones as the 8-GPU size, though that need not hold elsewhere
+(europe-west8-c lists the 1/2/4-GPU sizes only).
 """
 
 from __future__ import annotations
@@ -28,20 +43,20 @@ GPU_ZONES: dict[str, dict[str, tuple[str, ...]]] = {
         "europe-west4": ("europe-west4-a", "europe-west4-b"),
         "asia-northeast1": ("asia-northeast1-a", "asia-northeast1-c"),
         "asia-northeast3": ("asia-northeast3-a", "asia-northeast3-b"),
-        "asia-southeast1": ("asia-southeast1-b", "asia-southeast1-c"),
-        "me-west1": ("me-west1-b", "me-west1-c"),
+        "asia-southeast1": ("asia-southeast1-a", "asia-southeast1-b", "asia-southeast1-c"),
+        "me-west1": ("me-west1-a", "me-west1-c"),
     },
     # A2 Ultra, A100 80GB.
     "nvidia-a100-80gb": {
         "us-central1": ("us-central1-a", "us-central1-c"),
         "us-east4": ("us-east4-c",),
-        "us-east5": ("us-east5-b",),
+        "us-east5": ("us-east5-a", "us-east5-b"),
         "europe-west4": ("europe-west4-a",),
         "asia-southeast1": ("asia-southeast1-c",),
     },
     # A3 High, H100 80GB.
     "nvidia-h100-80gb": {
-        "us-central1": ("us-central1-a", "us-central1-c"),
+        "us-central1": ("us-central1-a", "us-central1-b", "us-central1-c"),
         "us-east4": ("us-east4-a", "us-east4-b", "us-east4-c"),
         "us-east5": ("us-east5-a",),
         "us-west1": ("us-west1-a", "us-west1-b"),
@@ -53,11 +68,11 @@ GPU_ZONES: dict[str, dict[str, tuple[str, ...]]] = {
     },
     # A3 Mega, H100 80GB with GPUDirect-TCPXO.
     "nvidia-h100-mega-80gb": {
-        "us-central1": ("us-central1-a", "us-central1-c"),
-        "us-east4": ("us-east4-a", "us-east4-b"),
+        "us-central1": ("us-central1-a", "us-central1-b", "us-central1-c"),
+        "us-east4": ("us-east4-a", "us-east4-b", "us-east4-c"),
         "us-east5": ("us-east5-a",),
         "europe-west4": ("europe-west4-b", "europe-west4-c"),
-        "asia-southeast1": ("asia-southeast1-b",),
+        "asia-southeast1": ("asia-southeast1-b", "asia-southeast1-c"),
     },
     # A3 Ultra, H200 141GB.
     "nvidia-h200-141gb": {

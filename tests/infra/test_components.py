@@ -239,7 +239,7 @@ class TestGpuPoolSpec:
             ("a3-highgpu-8g", {"min_nodes": 4, "max_nodes": 2}, "min_nodes"),
             ("a3-highgpu-8g", {"zones": []}, "zones"),
             ("a3-highgpu-8g", {"zones": ["europe-west4-b"]}, "zones"),
-            ("a3-highgpu-8g", {"zones": ["us-central1-b"]}, "zones"),
+            ("a3-highgpu-8g", {"zones": ["us-central1-f"]}, "zones"),
             (
                 "a3-highgpu-8g",
                 {"replicas_span_nodes": True, "zones": ["us-central1-a", "us-central1-c"]},

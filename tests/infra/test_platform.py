@@ -261,10 +261,10 @@ BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = 
     (
         "zonal-cluster-in-a-zone-without-the-gpu",
         "dev",
-        _stack(DEV, _set(cluster_zone="us-central1-b")),
+        _stack(DEV, _set(cluster_zone="us-central1-f")),
         DEV,
         "servestack:gpu_pools.a3-highgpu-1g.zones",
-        ["us-central1-b does not stock nvidia-h100-80gb", "us-central1-a"],
+        ["us-central1-f does not stock nvidia-h100-80gb", "us-central1-a"],
     ),
     (
         "cluster-zone-outside-the-region",
