@@ -143,7 +143,7 @@ def render_command(
             report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: not rendered: ")
             failed = True
             continue
-        for path in render_model(spec, profile, stack, out_dir):
+        for path in render_model(spec, profile, loaded, out_dir):
             console.print(f"wrote {path}", highlight=False)
     if failed:
         raise typer.Exit(1)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any, Literal, get_origin
@@ -35,6 +35,9 @@ ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE"]
 ReservationAffinity = Literal["none", "any", "specific"]
 GpuDriverVersion = Literal["LATEST", "DEFAULT", "INSTALLATION_DISABLED"]
 KubeRayInstall = Literal["helm", "gke_addon"]
+
+# Read by the program only, from Pulumi's encrypted config (`load_pulumi_secrets`).
+SECRET_KEYS = frozenset({"api_keys", "tls_cert", "tls_key", "hf_token"})
 
 RAY_FLOOR = "2.56.1"
 DEFAULT_RAY_IMAGE = f"rayproject/ray-llm:{RAY_FLOOR}-py311-cu128"
@@ -224,6 +227,7 @@ class Stack:
     config: StackConfig
     gcp: GcpConfig
     profiles: dict[str, ModelSpec]
+    secrets: frozenset[str] = frozenset()
 
     def profile_path(self, model: str) -> Path:
         return profile_path(self.path, model)
@@ -281,12 +285,38 @@ def load_stack(name: str = DEFAULT_STACK, root: Path | None = None) -> Stack:
     if not isinstance(document, dict) or not isinstance(document.get("config", {}), dict):
         raise ServestackError(source, "config", "expected a mapping", "see stacks/Pulumi.dev.yaml")
     config = document.get("config") or {}
+    secrets = _secret_keys(config, source)
+    config = {key: value for key, value in config.items() if key not in secrets}
     gcp = {
         key: value
         for key, value in namespaced(config, source, GCP_NAMESPACE).items()
         if key in GcpConfig.model_fields
     }
-    return build_stack(name, path, namespaced(config, source), gcp)
+    stack = build_stack(name, path, namespaced(config, source), gcp)
+    return replace(stack, secrets=frozenset(key.partition(":")[2] for key in secrets))
+
+
+def _secret_keys(config: dict[str, Any], source: str) -> set[str]:
+    """The stack file's secret keys (`{secure: ...}`, as `pulumi config set --secret` writes
+    them). A secret key in plaintext is refused: it would sit in the repository as it is."""
+    found = set()
+    for key, value in config.items():
+        namespace, _, name = str(key).partition(":")
+        encrypted = isinstance(value, dict) and set(value) == {"secure"}
+        if namespace == NAMESPACE and name in SECRET_KEYS:
+            if not encrypted:
+                raise ServestackError(
+                    source, str(key), "is a secret but is written in plaintext",
+                    f"remove it and run `pulumi config set --secret {key} ...`, which stores "
+                    "it encrypted",
+                )  # fmt: skip
+            found.add(str(key))
+        elif encrypted and namespace == NAMESPACE:
+            raise ServestackError(
+                source, str(key), "is not a secret servestack reads",
+                f"secrets: {', '.join(f'{NAMESPACE}:{k}' for k in sorted(SECRET_KEYS))}",
+            )  # fmt: skip
+    return found
 
 
 def load_pulumi_stack(root: Path | None = None) -> Stack:

@@ -106,7 +106,7 @@ def _head(spec: ModelSpec, image: str, with_token: bool) -> dict[str, Any]:
                         "name": "ray-head",
                         "image": image,
                         "env": _env(spec, with_token),
-                        "resources": {"requests": resources, "limits": resources},
+                        "resources": {"requests": resources, "limits": dict(resources)},
                         "ports": [
                             {"name": "gcs-server", "containerPort": 6379},
                             {"name": "dashboard", "containerPort": 8265},
@@ -175,7 +175,7 @@ def _worker_group(
                     "name": "ray-worker",
                     "image": image,
                     "env": _env(spec, with_token),
-                    "resources": {"requests": resources, "limits": resources},
+                    "resources": {"requests": resources, "limits": dict(resources)},
                     "volumeMounts": mounts,
                 }
             ],

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from infra.config import load_stack
+from infra.manifests import rayservice
 from infra.render import workers_document
 from serving.catalog import MACHINE_TYPES
 from serving.compiler import cluster_env, serve_config
@@ -638,6 +639,9 @@ def test_render_writes_each_models_serve_config_env_and_workers(repo: Path) -> N
         env_lines = _without_comments((folder / "cluster.env").read_text()).splitlines()
         assert env_lines == [f"{k}={v}" for k, v in cluster_env(spec).items()]
         assert yaml.safe_load((folder / "workers.yaml").read_text()) == workers_document(spec)
+        assert yaml.safe_load((folder / "rayservice.yaml").read_text()) == rayservice(
+            spec, stack.config.ray_image, with_hf_token=False
+        )
         assert f"wrote out/{spec.name}/serve-config.yaml" in result.stdout
 
 
@@ -661,3 +665,24 @@ def test_render_one_model_writes_only_that_model(repo: Path) -> None:
     result = run(repo, "render", "prod", "--model", "qwen3-30b-a3b", "--out", "out")
     assert result.returncode == 0, result.stderr
     assert [p.name for p in (repo / "out").iterdir()] == ["qwen3-30b-a3b"]
+
+
+def test_a_secret_written_in_plaintext_in_a_stack_file_is_refused(repo: Path) -> None:
+    edit_yaml(repo / DEV_STACK, lambda d: d["config"].update({"servestack:hf_token": "hf_abc"}))
+    result = run(repo, "plan")
+    assert result.returncode == 2
+    assert f"{DEV_STACK}: servestack:hf_token: is a secret but is written in plaintext" in (
+        result.stderr
+    )
+    assert "pulumi config set --secret servestack:hf_token" in result.stderr
+    assert "hf_abc" not in result.stderr
+
+
+def test_an_encrypted_token_makes_the_rendered_pods_read_it_from_a_secret(repo: Path) -> None:
+    encrypted = {"secure": "v1:c2VydmVzdGFjaw==:bm90IGEgcmVhbCBjaXBoZXJ0ZXh0"}
+    edit_yaml(repo / DEV_STACK, lambda d: d["config"].update({"servestack:hf_token": encrypted}))
+    assert run(repo, "render", "--out", "out").returncode == 0
+    manifest = yaml.safe_load((repo / "out/llama-3.1-8b/rayservice.yaml").read_text())
+    head = manifest["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    (token,) = [e for e in head["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
+    assert token["valueFrom"]["secretKeyRef"]["name"] == "llama-3-1-8b-hf-token"

@@ -20,6 +20,22 @@ from pulumi.runtime.sync_await import _sync_await
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "servestack"
+
+# Secrets as `pulumi config set --secret` would hand them to the program. Distinctive, so a test
+# can search every registered input for them.
+TEST_HF_TOKEN = "hf_servestackTestTokenNotReal0123"
+TEST_API_KEY = "sk-servestack-test-key-not-real-4567"
+TEST_TLS_KEY = (
+    "-----BEGIN PRIVATE KEY-----\nservestackTestKeyNotReal89\n-----END PRIVATE KEY-----\n"
+)
+TEST_TLS_CERT = "-----BEGIN CERTIFICATE-----\nservestackTestCert\n-----END CERTIFICATE-----\n"
+TEST_SECRETS = {
+    "servestack:api_keys": json.dumps([TEST_API_KEY]),
+    "servestack:tls_cert": TEST_TLS_CERT,
+    "servestack:tls_key": TEST_TLS_KEY,
+    "servestack:hf_token": TEST_HF_TOKEN,
+}
+SECRET_VALUES = (TEST_HF_TOKEN, TEST_API_KEY, "servestackTestKeyNotReal89")
 T = TypeVar("T")
 
 
@@ -65,7 +81,7 @@ def use_stack(recorder: RecordingMocks, stack: str, config: dict[str, str]) -> N
     `preview=False` so that `apply` callbacks run (under a preview they never do, and
     assertions inside them would pass without checking anything)."""
     settings.ROOT.set(None)  # set_mocks creates a new root stack only when there is none
-    pulumi.runtime.set_all_config(config)
+    pulumi.runtime.set_all_config(config, secret_keys=[k for k in config if k in TEST_SECRETS])
     pulumi.runtime.set_mocks(recorder, project=PROJECT, stack=stack, preview=False)
 
 
@@ -104,8 +120,9 @@ def edit_yaml(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
 
 def pulumi_config(stack_file: Path) -> dict[str, str]:
     """A stack file's config as the Pulumi engine hands it to a program: every value text,
-    arrays and mappings as JSON."""
+    arrays and mappings as JSON, with the secrets a real stack would hold."""
     config = yaml.safe_load(stack_file.read_text())["config"]
-    return {
+    plain = {
         key: value if isinstance(value, str) else json.dumps(value) for key, value in config.items()
     }
+    return plain | TEST_SECRETS

@@ -18,6 +18,7 @@ from pulumi.runtime import settings
 
 from infra.components.identity import NODE_ROLES
 from infra.config import load_stack
+from infra.manifests import resource_name
 from infra.platform import MACHINE_TYPE_LABEL
 from serving import catalog
 from serving.planner import plan
@@ -74,7 +75,20 @@ class TestShippedStacks:
     def test_resources_by_type(self, mocks: RecordingMocks, stack: str) -> None:
         run_stack(mocks, stack)
         counted = Counter(r.type for r in mocks.registered if r.custom)
+        models = load_stack(stack, REPO).profiles.values()
+        from_huggingface = sum(1 for spec in models if not spec.source.startswith("gs://"))
         assert counted == {
+            # The serving plane: a namespace each for models, KubeRay and the edge; the edge's
+            # TLS Secret and API-key hashes; per model a service account, a RayService and a
+            # route, and the Hugging Face token where the weights come from Hugging Face.
+            "pulumi:providers:kubernetes": 1,
+            "kubernetes:core/v1:Namespace": 3,
+            "kubernetes:helm.sh/v3:Release": 2,
+            "kubernetes:core/v1:ConfigMap": 1,
+            "kubernetes:core/v1:Secret": 1 + from_huggingface,
+            "kubernetes:core/v1:ServiceAccount": len(models),
+            "kubernetes:ray.io/v1:RayService": len(models),
+            "kubernetes:networking.k8s.io/v1:Ingress": len(models),
             "gcp:compute/network:Network": 1,
             "gcp:compute/subnetwork:Subnetwork": 1,
             "gcp:compute/router:Router": 1,
@@ -139,6 +153,11 @@ class TestShippedStacks:
             "system_node_pool",
             "gpu_node_pools",
             "machine_type_label",
+            "rayservices",
+        }
+        rayservices, _ = resolve(pulumi.Output.from_input(outputs["rayservices"]))
+        assert rayservices == {
+            model: resource_name(spec) for model, spec in load_stack(stack, REPO).profiles.items()
         }
         kubeconfig, secret = resolve(outputs["kubeconfig"])
         assert secret
