@@ -24,8 +24,9 @@ from infra.components import (
     SystemNodePoolArgs,
 )
 from infra.config import ServingSecrets, Stack, load_pulumi_secrets, load_pulumi_stack, project_root
-from infra.platform import MACHINE_TYPE_LABEL, PlatformPlan, plan_platform
+from infra.platform import PlatformPlan, plan_platform
 from serving.errors import ServestackError
+from serving.scheduling import MACHINE_TYPE_LABEL
 
 PREFIX = "servestack"
 

@@ -65,10 +65,10 @@ class GpuPoolOptions(BaseModel):
         default=False,
         description="DWS queued provisioning: nodes come only through ProvisioningRequests.",
     )
-    compact_placement: bool = Field(
-        default=False,
-        description="Compact placement even where no replica spans nodes (it is always on "
-        "where one does).",
+    compact_placement: bool | None = Field(
+        default=None,
+        description="Compact placement for the pool; unset, on exactly where a replica spans "
+        "nodes (false there is refused by `pulumi up` and by the policy pack).",
     )
     reservation_affinity: ReservationAffinity = Field(
         default="none",
@@ -147,7 +147,9 @@ class StackConfig(BaseModel):
     )
     ray_image: str = Field(
         default=DEFAULT_RAY_IMAGE,
-        description=f"Ray image of every RayService: rayproject/ray-llm, Ray {RAY_FLOOR} or newer.",
+        description=f"Ray image of every RayService, its tag starting with the Ray version "
+        f"({RAY_FLOOR} or newer with direct streaming and the prefix router: the policy pack "
+        "checks).",
     )
     kuberay_install: KubeRayInstall = Field(
         default="helm",
@@ -181,13 +183,6 @@ class StackConfig(BaseModel):
             raise FixableValueError(
                 f"'{image}' carries no Ray version in its tag",
                 f"use a tag that starts with the Ray version, e.g. {DEFAULT_RAY_IMAGE}",
-            )
-        found = tuple(int(part) for part in version.groups())
-        if found < tuple(int(part) for part in RAY_FLOOR.split(".")):
-            raise FixableValueError(
-                f"Ray {'.'.join(version.groups())} is below {RAY_FLOOR}: 2.56.0 hangs every "
-                "request when direct streaming meets the prefix-affinity router (ray#64326)",
-                f"use {DEFAULT_RAY_IMAGE} or newer",
             )
         return image
 

@@ -9,14 +9,15 @@ the LlmService component makes from a Pulumi secret.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import yaml
 
-from infra.platform import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
 from serving.compiler import (
     MODEL_MOUNT_ROOT,
+    PROFILE_ANNOTATION,
     RAY_VERSION,
     SERVE_PORT,
     WorkerShape,
@@ -26,11 +27,13 @@ from serving.compiler import (
     worker_shapes,
 )
 from serving.planner import GIB
+from serving.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
 from serving.spec import ModelSpec
 
 RAY_API_VERSION = "ray.io/v1"
 SERVING_NAMESPACE = "llm"
 HF_TOKEN_KEY = "token"
+
 # Hugging Face downloads land on the node's local SSD (GKE puts emptyDir there when the pool
 # uses local SSD for ephemeral storage), so a restarted pod on the same node starts warm.
 HF_CACHE_PATH = "/mnt/hf-cache"
@@ -210,6 +213,9 @@ def rayservice(spec: ModelSpec, image: str, *, with_hf_token: bool = True) -> di
             "name": name,
             "namespace": SERVING_NAMESPACE,
             "labels": {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "servestack"},
+            "annotations": {
+                PROFILE_ANNOTATION: json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+            },
         },
         "spec": {
             "serveConfigV2": yaml.safe_dump(serve_config(spec), sort_keys=False),

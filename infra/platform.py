@@ -29,20 +29,7 @@ from serving.compiler import worker_shapes
 from serving.errors import FixableValueError, ProfileValidationError, ServestackError
 from serving.loading import display_path, validate
 from serving.planner import plan
-
-# Node labels. Workloads select a GPU pool by machine type (one pool per type, so this label
-# names the pool) and by GKE's own accelerator label, which GKE sets on every GPU node.
-MACHINE_TYPE_LABEL = "servestack.io/machine-type"
-POOL_LABEL = "servestack.io/pool"
-GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
-SYSTEM_POOL = "system"
-GPU_POOL = "gpu"
-
-# Keeps every pod that does not ask for GPUs (and tolerate this) off the GPU nodes. Spelled as
-# the GKE API wants it; Kubernetes shows the effect as NoSchedule.
-GPU_TAINT_KEY = "nvidia.com/gpu"
-GPU_TAINT_VALUE = "present"
-GPU_TAINT_EFFECT = "NO_SCHEDULE"
+from serving.scheduling import gpu_node_selector
 
 _ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 _CLOCK = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
@@ -55,12 +42,6 @@ _VERDICT_FIELDS = {
     "ep-on-dense": "parallelism.expert",
     "ep-size-indivisible": "parallelism.data",
 }
-
-
-def gpu_node_selector(machine_type: str) -> dict[str, str]:
-    """The node selector that lands a pod on the GPU pool of `machine_type`."""
-    machine = catalog.machine_type(machine_type)
-    return {MACHINE_TYPE_LABEL: machine.name, GKE_ACCELERATOR_LABEL: machine.gke_accelerator}
 
 
 class _Frozen(BaseModel):
@@ -329,7 +310,9 @@ class GpuPoolSpec(GpuPoolOptions):
     def compact(self) -> bool:
         """A replica spanning nodes talks between them over the network at every step;
         compact placement puts the pool's nodes close together so that hop stays short."""
-        return self.replicas_span_nodes or self.compact_placement
+        if self.compact_placement is not None:
+            return self.compact_placement
+        return self.replicas_span_nodes
 
     @property
     def provisioning(self) -> str:
@@ -371,14 +354,20 @@ class _Demand:
     models: list[str] = field(default_factory=list)
 
 
-def plan_platform(stack: Stack) -> PlatformPlan:
-    """The specs for one stack, or a `ServestackError` naming the file, key and fix."""
+def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
+    """The specs for one stack, or a `ServestackError` naming the file, key and fix.
+
+    `pulumi up` refuses a model whose plan cannot work before registering anything
+    (`judge_layouts`). `servestack preview` turns that off to register every resource and let
+    the policy pack judge the layouts, as `pulumi preview --policy-pack` would, every violation
+    at once and by name.
+    """
     source = display_path(stack.path)
     config = stack.config
     prefix = f"{NAMESPACE}:"
     project = _required(stack.gcp.project, source, "gcp:project", "your GCP project id")
     region = _required(stack.gcp.region, source, "gcp:region", "a region, e.g. us-central1")
-    demands = _gpu_demands(stack)
+    demands = _gpu_demands(stack, judge_layouts)
     network = validate(
         NetworkSpec,
         {"region": region} | config.model_dump(
@@ -413,7 +402,14 @@ def plan_platform(stack: Stack) -> PlatformPlan:
             f"remove the entry, or set machine_type: {machine_type} in a model profile",
         )  # fmt: skip
     gpu_pools = tuple(
-        _gpu_pool(machine_type, demand, config.gpu_pools.get(machine_type), cluster, source)
+        _gpu_pool(
+            machine_type,
+            demand,
+            config.gpu_pools.get(machine_type),
+            cluster,
+            source,
+            judge_layouts,
+        )
         for machine_type, demand in demands.items()
     )
     return PlatformPlan(
@@ -446,7 +442,7 @@ def _required(value: str | None, source: str, key: str, what: str) -> str:
     return value
 
 
-def _gpu_demands(stack: Stack) -> dict[str, _Demand]:
+def _gpu_demands(stack: Stack, judge_layouts: bool = True) -> dict[str, _Demand]:
     """Nodes per machine type over every model's replica groups; a plan that cannot work, or a
     tensor-parallel group wider than its pool's nodes, stops the platform here."""
     problems: list[ServestackError] = []
@@ -487,7 +483,7 @@ def _gpu_demands(stack: Stack) -> dict[str, _Demand]:
                 continue
             field_name = _VERDICT_FIELDS.get(verdict.code, "parallelism")
             problems.append(ServestackError(where, field_name, verdict.message, look))
-    if problems:
+    if problems and judge_layouts:
         raise ProfileValidationError(problems)
     return demands
 
@@ -498,6 +494,7 @@ def _gpu_pool(
     options: GpuPoolOptions | None,
     cluster: ClusterSpec,
     source: str,
+    judge_layouts: bool = True,
 ) -> GpuPoolSpec:
     options = options or GpuPoolOptions()
     machine = catalog.MACHINE_TYPES[machine_type]
@@ -510,7 +507,15 @@ def _gpu_pool(
             f"{machine_type}, on which {', '.join(demand.models)} are planned",
             f"use a region that stocks it ({regions}), or give those models another accelerator",
         )  # fmt: skip
-    compact = options.compact_placement or demand.spans_nodes
+    compact = demand.spans_nodes if options.compact_placement is None else options.compact_placement
+    if demand.spans_nodes and not compact and judge_layouts:
+        raise ServestackError(
+            source, f"{NAMESPACE}:gpu_pools.{machine_type}.compact_placement",
+            f"a replica of {', '.join(demand.models)} spans {machine_type} nodes, and without "
+            "compact placement its ranks may sit racks apart",
+            "remove compact_placement: false (compact placement is on wherever a replica spans "
+            "nodes)",
+        )  # fmt: skip
     if options.zones:
         zones = list(options.zones)
     elif cluster.cluster_zone:

@@ -21,6 +21,9 @@ from serving.planner import GIB, GroupPlan, Role, choose_machine, nodes_for, pla
 from serving.spec import ModelSpec, Parallelism, RouterKind
 
 RAY_VERSION = "2.56.1"
+# The annotation carrying the model profile a RayService was compiled from: policies rebuild the
+# spec from it and overlay the layout the resource actually deploys.
+PROFILE_ANNOTATION = "servestack.io/profile"
 SERVE_PORT = 8000
 
 BUILD_OPENAI_APP = "ray.serve.llm:build_openai_app"
@@ -126,6 +129,8 @@ def placement_strategy(spec: ModelSpec, layout: Parallelism) -> str:
     """STRICT_PACK keeps a replica's tensor-parallel ranks on one node, where NVLink joins them;
     Ray's default (PACK since ray#56980) would let them spill across nodes without a word. Only
     pipeline stages that cannot share a node get PACK."""
+    if spec.placement != "auto":
+        return spec.placement
     machine = choose_machine(spec, layout.gpus_per_replica)
     return "STRICT_PACK" if layout.model_parallel_size <= machine.gpus_per_node else "PACK"
 

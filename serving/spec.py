@@ -21,12 +21,19 @@ from serving.vllm_args import ENGINE_ARGS, FRONTEND_ARGS, VLLM_VERSION
 Quantization = Literal["none", "fp8", "fp8_online"]
 KvCacheDtype = Literal["auto", "fp8"]
 RouterKind = Literal["prefix_affinity", "power_of_two", "round_robin"]
+Placement = Literal["auto", "STRICT_PACK", "PACK", "SPREAD", "STRICT_SPREAD"]
 
 _SERVED_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,50}[a-z0-9])?$")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _GCS_PATH = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/[^\s]*)?$")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_)KEY($|_)|API_?KEY")
+
+
+def looks_secret(name: str) -> bool:
+    """Whether a variable or argument name says it holds a credential (HF_TOKEN, API_KEY)."""
+    return bool(_SECRET_NAME.search(name.upper()))
+
 
 _SECRETS_FIX = (
     "keep secrets out of profiles: the Hugging Face token is a Pulumi secret "
@@ -253,6 +260,11 @@ class ModelSpec(_Frozen):
     max_num_seqs: int = Field(default=256, ge=1, le=4096, description="Sequences per engine step.")
     gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.98)
     prefix_caching: bool = True
+    placement: Placement = Field(
+        default="auto",
+        description="Ray placement strategy of a replica's GPUs. auto: STRICT_PACK inside a "
+        "node, PACK across nodes; anything else is for experiments, and the policy pack judges it.",
+    )
     router: Router = Field(default_factory=Router)
     disaggregation: Disaggregation | None = None
     autoscaling: Autoscaling = Field(default_factory=Autoscaling)

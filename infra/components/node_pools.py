@@ -16,7 +16,8 @@ import pulumi_gcp as gcp
 from pydantic import BaseModel, ConfigDict
 
 from infra.components.cluster import CLOUD_PLATFORM_SCOPE
-from infra.platform import (
+from infra.platform import GpuPoolSpec, SystemPoolSpec
+from serving.scheduling import (
     GPU_POOL,
     GPU_TAINT_EFFECT,
     GPU_TAINT_KEY,
@@ -24,8 +25,6 @@ from infra.platform import (
     MACHINE_TYPE_LABEL,
     POOL_LABEL,
     SYSTEM_POOL,
-    GpuPoolSpec,
-    SystemPoolSpec,
 )
 
 StrInput = str | pulumi.Output[str]

@@ -26,21 +26,18 @@ from infra.components import (
 )
 from infra.components.identity import NODE_ROLES
 from infra.components.network import HEALTH_CHECK_RANGES
-from infra.platform import (
+from infra.platform import ClusterSpec, GpuPoolSpec, NetworkSpec, SystemPoolSpec
+from serving import catalog
+from serving.catalog import MachineType
+from serving.errors import FixableValueError
+from serving.scheduling import (
     GKE_ACCELERATOR_LABEL,
     GPU_TAINT_EFFECT,
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
     MACHINE_TYPE_LABEL,
     POOL_LABEL,
-    ClusterSpec,
-    GpuPoolSpec,
-    NetworkSpec,
-    SystemPoolSpec,
 )
-from serving import catalog
-from serving.catalog import MachineType
-from serving.errors import FixableValueError
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"

@@ -20,15 +20,10 @@ import yaml
 from infra_support import edit_yaml
 
 from infra.config import load_stack
-from infra.platform import (
-    GKE_ACCELERATOR_LABEL,
-    MACHINE_TYPE_LABEL,
-    PlatformPlan,
-    node_service_account_id,
-    plan_platform,
-)
+from infra.platform import PlatformPlan, node_service_account_id, plan_platform
 from serving import catalog
 from serving.planner import plan
+from serving.scheduling import GKE_ACCELERATOR_LABEL, MACHINE_TYPE_LABEL
 
 DEV = "stacks/Pulumi.dev.yaml"
 PROD = "stacks/Pulumi.prod.yaml"

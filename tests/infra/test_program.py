@@ -19,9 +19,9 @@ from pulumi.runtime import settings
 from infra.components.identity import NODE_ROLES
 from infra.config import load_stack
 from infra.manifests import resource_name
-from infra.platform import MACHINE_TYPE_LABEL
 from serving import catalog
 from serving.planner import plan
+from serving.scheduling import MACHINE_TYPE_LABEL
 
 STACKS = ["dev", "prod"]
 NODE_POOL = "gcp:container/nodePool:NodePool"

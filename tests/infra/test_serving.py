@@ -31,9 +31,9 @@ from infra_support import (
 
 from infra.config import load_stack
 from infra.manifests import model_ingress, rayservice
-from infra.platform import MACHINE_TYPE_LABEL
 from serving.compiler import cluster_env, serve_config, worker_shapes
 from serving.loading import load_profile
+from serving.scheduling import MACHINE_TYPE_LABEL
 from serving.spec import ModelSpec
 
 CRD = Path(__file__).parent / "crds" / "ray.io_rayservices.yaml"
