@@ -1,0 +1,91 @@
+"""How a servestack policy is declared: a check that yields violation messages, wrapped into a
+Pulumi CrossGuard policy with its metadata. A resource the check cannot read is a violation of
+a mandatory policy (fail closed) and a note on an advisory one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    Severity,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from policies.resources import UnreadableError
+
+MANDATORY = EnforcementLevel.MANDATORY
+ADVISORY = EnforcementLevel.ADVISORY
+
+ResourceCheck = Callable[[str, str, Mapping[str, Any], Mapping[str, Any]], Iterable[str]]
+StackCheck = Callable[[list[Any], Mapping[str, Any]], Iterable[str]]
+
+
+def _schema(config: Mapping[str, dict[str, Any]] | None) -> PolicyConfigSchema | None:
+    return PolicyConfigSchema(properties=dict(config)) if config else None
+
+
+def resource_policy(
+    name: str,
+    description: str,
+    remediation: str,
+    check: ResourceCheck,
+    *,
+    enforcement: EnforcementLevel = MANDATORY,
+    severity: Severity = Severity.HIGH,
+    config: Mapping[str, dict[str, Any]] | None = None,
+) -> ResourceValidationPolicy:
+    """`check(resource_type, name, props, config)` yields one message per violation."""
+
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        try:
+            for message in check(args.resource_type, args.name, args.props, args.get_config()):
+                report_violation(message, None)
+        except UnreadableError as exc:
+            report_violation(f"{args.name} cannot be judged: {exc}", None)
+
+    return ResourceValidationPolicy(
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=enforcement,
+        config_schema=_schema(config),
+        severity=severity,
+        remediation_steps=remediation,
+    )
+
+
+def stack_policy(
+    name: str,
+    description: str,
+    remediation: str,
+    check: StackCheck,
+    *,
+    enforcement: EnforcementLevel = MANDATORY,
+    severity: Severity = Severity.HIGH,
+    config: Mapping[str, dict[str, Any]] | None = None,
+) -> StackValidationPolicy:
+    """`check(resources, config)` yields one message per violation."""
+
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        try:
+            for message in check(list(args.resources), args.get_config()):
+                report_violation(message, None)
+        except UnreadableError as exc:
+            report_violation(f"the stack cannot be judged: {exc}", None)
+
+    return StackValidationPolicy(
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=enforcement,
+        config_schema=_schema(config),
+        severity=severity,
+        remediation_steps=remediation,
+    )

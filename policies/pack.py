@@ -1,0 +1,13 @@
+"""The servestack policy pack's contents: every policy, by area. `__main__.py` assembles them
+into the PolicyPack Pulumi runs; the offline preview runs the same list."""
+
+from __future__ import annotations
+
+from pulumi_policy import Policy
+
+from policies.platform import PLATFORM_POLICIES
+from policies.serve import SERVING_POLICIES
+from policies.topology import TOPOLOGY_POLICIES
+
+PACK_NAME = "servestack-llm-serving"
+POLICIES: list[Policy] = [*TOPOLOGY_POLICIES, *SERVING_POLICIES, *PLATFORM_POLICIES]

@@ -1,0 +1,218 @@
+"""Platform: the cluster is private and its identities least-privileged, GPU nodes are kept for
+GPU work, no credential sits in a container's plaintext environment, and the edge checks TLS
+and API keys. Plus the stack-wide check that every worker group has a pool to run on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from ipaddress import IPv4Network
+from typing import Any
+
+from pulumi_policy import Severity
+
+from policies.common import resource_policy, stack_policy
+from policies.resources import CLUSTER, INGRESS, NODE_POOL, RAYSERVICE, RayServiceView
+from policies.resources import node_pool_machine as pool_machine
+from serving.scheduling import GPU_TAINT_EFFECT, GPU_TAINT_KEY
+from serving.spec import looks_secret
+
+
+def _private_nodes(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    if resource_type == CLUSTER:
+        private = (props.get("privateClusterConfig") or {}).get("enablePrivateNodes")
+        if private is not True:
+            yield f"{name}: nodes have public IP addresses (enablePrivateNodes is not true)"
+
+
+def _workload_identity(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    if resource_type == CLUSTER and not (props.get("workloadIdentityConfig") or {}).get(
+        "workloadPool"
+    ):
+        yield f"{name}: Workload Identity is off, so pods would borrow the node's credentials"
+
+
+def _shielded_nodes(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    if resource_type == CLUSTER and props.get("enableShieldedNodes") is not True:
+        yield f"{name}: shielded nodes are off (enableShieldedNodes)"
+
+
+def _authorized_networks(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    if resource_type != CLUSTER:
+        return
+    smallest_prefix = int(config.get("min_prefix_length", 8))
+    private_endpoint = (props.get("privateClusterConfig") or {}).get("enablePrivateEndpoint")
+    authorized = props.get("masterAuthorizedNetworksConfig")
+    if authorized is None and private_endpoint is not True:
+        # Without the config, GKE's public endpoint answers every address.
+        yield f"{name}: the control plane's public endpoint has no authorized networks"
+        return
+    blocks = (authorized or {}).get("cidrBlocks") or []
+    for block in blocks:
+        network = IPv4Network(str(block.get("cidrBlock")), strict=False)
+        if network.prefixlen < smallest_prefix:
+            yield (
+                f"{name}: the control plane answers {network} (a /{network.prefixlen}); this "
+                f"policy allows blocks of /{smallest_prefix} or smaller"
+            )
+
+
+def _gpu_taint(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    if resource_type != NODE_POOL:
+        return
+    node = props.get("nodeConfig") or {}
+    if not node.get("guestAccelerators"):
+        return
+    taints = node.get("taints") or []
+    if not any(
+        t.get("key") == GPU_TAINT_KEY and t.get("effect") == GPU_TAINT_EFFECT for t in taints
+    ):
+        yield (
+            f"{name}: GPU nodes without the {GPU_TAINT_KEY} NoSchedule taint take any pod, and "
+            "a stray pod can hold a node the autoscaler would otherwise release"
+        )
+
+
+def _containers(value: Any) -> Iterator[Mapping[str, Any]]:
+    """Every container spec anywhere in a resource's inputs."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key in ("containers", "initContainers") and isinstance(item, list):
+                yield from (c for c in item if isinstance(c, Mapping))
+            else:
+                yield from _containers(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _containers(item)
+
+
+def _no_plaintext_secret(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    for container in _containers(props):
+        for variable in container.get("env") or []:
+            if "value" in variable and looks_secret(str(variable.get("name", ""))):
+                yield (
+                    f"{name}: container {container.get('name')} carries "
+                    f"{variable['name']} as a plaintext value"
+                )
+
+
+def _edge_tls_and_auth(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    if resource_type != INGRESS:
+        return
+    annotations = (props.get("metadata") or {}).get("annotations") or {}
+    if annotations.get("haproxy.org/ssl-redirect") != "true":
+        yield f"{name}: plain HTTP is served (haproxy.org/ssl-redirect is not 'true')"
+    snippet = str(annotations.get("haproxy.org/backend-config-snippet", ""))
+    if "deny_status 401" not in snippet and "haproxy.org/auth-type" not in annotations:
+        yield f"{name}: the route asks for no API key"
+
+
+def _pool_for_every_group(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
+    pools = {
+        pool_machine(r.props): r.props
+        for r in resources
+        if r.resource_type == NODE_POOL and pool_machine(r.props)
+    }
+    wanted: dict[str, int] = {}
+    for resource in resources:
+        if resource.resource_type != RAYSERVICE:
+            continue
+        for group in RayServiceView(resource.name, resource.props).worker_groups():
+            if group.machine is None or group.machine.name not in pools:
+                selected = group.machine.name if group.machine else "no machine type"
+                yield (
+                    f"{resource.name}: worker group {group.name} selects {selected}, and the "
+                    "stack creates no node pool for it"
+                )
+                continue
+            wanted[group.machine.name] = wanted.get(group.machine.name, 0) + group.max_replicas
+    for machine, pods in wanted.items():
+        autoscaling = pools[machine].get("autoscaling") or {}
+        ceiling = int(autoscaling.get("totalMaxNodeCount") or autoscaling.get("maxNodeCount") or 0)
+        if pods > ceiling:
+            yield (
+                f"the {machine} pool scales to {ceiling} node(s); its worker groups may ask for "
+                f"{pods} (one pod per node)"
+            )
+
+
+PLATFORM_POLICIES = [
+    resource_policy(
+        "platform-cluster-private-nodes",
+        "Cluster nodes have no public IP address.",
+        "Create the cluster with GkeCluster (private nodes behind Cloud NAT).",
+        _private_nodes,
+    ),
+    resource_policy(
+        "platform-cluster-workload-identity",
+        "Workload Identity is on, so pods never use the node's service account.",
+        "Set workload_identity_config.workload_pool to <project>.svc.id.goog.",
+        _workload_identity,
+    ),
+    resource_policy(
+        "platform-cluster-shielded-nodes",
+        "Shielded GKE nodes are on.",
+        "Set enable_shielded_nodes: true on the cluster.",
+        _shielded_nodes,
+        severity=Severity.MEDIUM,
+    ),
+    resource_policy(
+        "platform-cluster-authorized-networks",
+        "The control plane is reachable only from narrow authorized networks, never 0.0.0.0/0.",
+        "List your own CIDR blocks in servestack:master_authorized_networks.",
+        _authorized_networks,
+        severity=Severity.CRITICAL,
+        config={
+            "min_prefix_length": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 32,
+                "default": 8,
+                "description": "Shortest CIDR prefix an authorized network may have.",
+            }
+        },
+    ),
+    resource_policy(
+        "platform-nodepool-gpu-taint",
+        "GPU node pools carry the nvidia.com/gpu NoSchedule taint.",
+        "Create GPU pools with GpuNodePool, which taints them.",
+        _gpu_taint,
+        severity=Severity.MEDIUM,
+    ),
+    resource_policy(
+        "platform-pod-no-plaintext-secret",
+        "No container carries a credential as a plaintext environment value.",
+        "Put the value in a Kubernetes Secret made from a Pulumi secret and use "
+        "valueFrom.secretKeyRef.",
+        _no_plaintext_secret,
+        severity=Severity.CRITICAL,
+    ),
+    resource_policy(
+        "platform-ingress-tls-and-auth",
+        "Every edge route redirects to TLS and checks an API key.",
+        "Create routes with servestack's LlmService (ssl-redirect and the API-key check).",
+        _edge_tls_and_auth,
+        severity=Severity.CRITICAL,
+    ),
+    stack_policy(
+        "stack-rayservice-pool-exists",
+        "Every RayService worker group selects a node pool the stack creates, with enough "
+        "max nodes for its max replicas.",
+        "Let the stack derive its pools from the same profiles (one pool per machine type, "
+        "sized from the plans), or raise the pool's maximum.",
+        _pool_for_every_group,
+    ),
+]

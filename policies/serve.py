@@ -1,0 +1,173 @@
+"""Serving: the Ray 2.56 fast paths are really on, and the prefix-affinity router really sees
+prompts. Each of these fails silently in a running cluster, so it is caught here."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pulumi_policy import Severity
+
+from policies.common import ADVISORY, resource_policy
+from policies.resources import RayServiceView, UnreadableError, rayservice
+from serving import planner
+from serving.compiler import BODY_AWARE_ROUTERS, RAY_VERSION, ROUTER_CLASSES
+
+FAST_PATH_VARIABLES = [
+    "RAY_SERVE_ENABLE_HA_PROXY",
+    "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING",
+    "RAY_SERVE_THROUGHPUT_OPTIMIZED",
+    "VLLM_USE_RAY_V2_EXECUTOR_BACKEND",
+]
+FORWARD_BODY = "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY"
+DIRECT_STREAMING = "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"
+BODY_AWARE_CLASSES = {ROUTER_CLASSES[kind] for kind in BODY_AWARE_ROUTERS}
+
+
+def _version(text: str) -> tuple[int, ...] | None:
+    match = re.search(r":(\d+)\.(\d+)\.(\d+)", text)
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
+def _pods(view: RayServiceView) -> dict[str, dict[str, str | None]]:
+    pods = {"head": view.head_env()}
+    pods.update({f"worker group {g.name}": g.env for g in view.worker_groups()})
+    return pods
+
+
+def _body_aware(view: RayServiceView) -> bool:
+    return any(d.router_class in BODY_AWARE_CLASSES for d in view.deployments())
+
+
+def _image_floor(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    view = rayservice(resource_type, name, props)
+    if view is None or not _body_aware(view) or view.head_env().get(DIRECT_STREAMING) != "1":
+        return
+    floor = str(config.get("min_version", RAY_VERSION))
+    image = view.image()
+    if image is None:
+        raise UnreadableError("the head container names no image")
+    found = _version(image)
+    if found is None or found < tuple(int(part) for part in floor.split(".")):
+        yield (
+            f"{view.name}: image {image} runs direct streaming with PrefixCacheAffinityRouter "
+            f"below Ray {floor}; Ray 2.56.0 hangs every such request (ray#64326)"
+        )
+
+
+def _fast_paths(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    view = rayservice(resource_type, name, props)
+    if view is None:
+        return
+    required = list(config.get("variables", FAST_PATH_VARIABLES))
+    pods = _pods(view)
+    for variable in required:
+        values = {pod: env.get(variable) for pod, env in pods.items()}
+        missing = sorted(pod for pod, value in values.items() if value is None)
+        if missing:
+            yield f"{view.name}: {variable} is not set on the {', '.join(missing)}"
+        elif len(set(values.values())) > 1:
+            yield f"{view.name}: {variable} differs between pods: {values}"
+
+
+def _forward_body(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    view = rayservice(resource_type, name, props)
+    if view is None or not _body_aware(view) or view.head_env().get(DIRECT_STREAMING) != "1":
+        return
+    lacking = sorted(pod for pod, env in _pods(view).items() if env.get(FORWARD_BODY) != "1")
+    if lacking:
+        yield (
+            f"{view.name}: a prompt-reading router behind direct streaming, but {FORWARD_BODY} "
+            f"is not 1 on the {', '.join(lacking)}: HAProxy never shows it the prompt, and it "
+            "falls back to load balancing"
+        )
+
+
+def _prefix_caching(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    view = rayservice(resource_type, name, props)
+    if view is None:
+        return
+    for deployment in view.deployments():
+        if deployment.router_class in BODY_AWARE_CLASSES and not deployment.engine.get(
+            "enable_prefix_caching", True
+        ):
+            yield (
+                f"{view.name} ({deployment.role}): requests are routed to the replica caching "
+                "their prefix, but enable_prefix_caching is false: there is no cache to hit"
+            )
+
+
+def _fp8_compute(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    view = rayservice(resource_type, name, props)
+    if view is None:
+        return
+    for deployment in view.deployments():
+        spec = view.spec_for(deployment)
+        memory = planner.memory(spec, deployment.layout)
+        for verdict in planner.verdicts(spec, "server", deployment.layout, memory):
+            if verdict.code == "fp8-weight-only":
+                yield f"{view.name} ({deployment.role}): {verdict.message}"
+
+
+SERVING_POLICIES = [
+    resource_policy(
+        "serving-rayservice-image-floor",
+        "Direct streaming with PrefixCacheAffinityRouter runs Ray 2.56.1 or newer.",
+        "Set servestack:ray_image to rayproject/ray-llm:2.56.1-py311-cu128 or newer.",
+        _image_floor,
+        severity=Severity.CRITICAL,
+        config={
+            "min_version": {
+                "type": "string",
+                "default": RAY_VERSION,
+                "description": "Lowest Ray version allowed with direct streaming and the router.",
+            }
+        },
+    ),
+    resource_policy(
+        "serving-rayservice-fast-paths",
+        "The Ray 2.56 fast-path variables are set, alike, on the head and every worker.",
+        "Render the RayService with servestack (cluster_env goes on every container); switch a "
+        "fast path off in the profile's fast_paths, never on one pod.",
+        _fast_paths,
+        config={
+            "variables": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": FAST_PATH_VARIABLES,
+                "description": "Variables every Ray container must carry.",
+            }
+        },
+    ),
+    resource_policy(
+        "serving-rayservice-forward-body",
+        "A prompt-reading router under direct streaming has HAProxy forward the request body.",
+        f"Set {FORWARD_BODY}=1 on the head and every worker (servestack's cluster_env does).",
+        _forward_body,
+    ),
+    resource_policy(
+        "serving-rayservice-prefix-caching",
+        "The prefix-affinity router is used only with vLLM's prefix caching on.",
+        "Set prefix_caching: true in the profile, or use router: power_of_two.",
+        _prefix_caching,
+    ),
+    resource_policy(
+        "serving-rayservice-fp8-compute",
+        "FP8 is asked only of GPUs with FP8 tensor cores; elsewhere it runs weight-only.",
+        "Serve FP8 on h100-80gb or h200-141gb, or accept W8A16 for its memory saving.",
+        _fp8_compute,
+        enforcement=ADVISORY,
+        severity=Severity.LOW,
+    ),
+]

@@ -1,0 +1,215 @@
+"""Topology: layouts that cannot work or waste GPUs. Each RayService is judged by the layout it
+deploys, with serving's planner answering what fits where; nothing here restates a fact about
+a model or a GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pulumi_policy import Severity
+
+from policies.common import ADVISORY, resource_policy, stack_policy
+from policies.resources import (
+    NODE_POOL,
+    RAYSERVICE,
+    Deployment,
+    RayServiceView,
+    node_pool_machine,
+    rayservice,
+)
+from serving import planner
+
+
+def _judged(
+    resource_type: str, name: str, props: Mapping[str, Any]
+) -> Iterator[tuple[RayServiceView, Deployment]]:
+    view = rayservice(resource_type, name, props)
+    if view is not None:
+        for deployment in view.deployments():
+            yield view, deployment
+
+
+def _verdicts(view: RayServiceView, deployment: Deployment, *codes: str) -> Iterator[str]:
+    spec = view.spec_for(deployment)
+    memory = planner.memory(spec, deployment.layout)
+    role = deployment.role if deployment.role in ("prefill", "decode") else "server"
+    for verdict in planner.verdicts(spec, role, deployment.layout, memory):  # type: ignore[arg-type]
+        if verdict.code in codes:
+            yield f"{view.name} ({deployment.role}): {verdict.message}"
+
+
+def _tp_within_node(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    for view, deployment in _judged(resource_type, name, props):
+        per_pod = view.gpus_per_pod()
+        tensor = deployment.layout.tensor
+        if tensor > per_pod:
+            yield (
+                f"{view.name} ({deployment.role}): tensor_parallel_size={tensor} needs {tensor} "
+                f"GPUs in one node (one NVLink domain); its worker pods hold {per_pod} — its "
+                "all-reduces would cross the network on every layer of every token"
+            )
+
+
+def _strict_pack(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    for view, deployment in _judged(resource_type, name, props):
+        layout, strategy = deployment.layout, deployment.strategy
+        if layout.model_parallel_size == 1:
+            continue
+        inside = layout.model_parallel_size <= view.gpus_per_pod()
+        if inside and strategy != "STRICT_PACK":
+            yield (
+                f"{view.name} ({deployment.role}): placement strategy {strategy} lets its "
+                f"{layout.model_parallel_size} tensor/pipeline ranks land on different nodes; "
+                "a group that fits one node must be STRICT_PACK"
+            )
+        elif not inside and strategy in ("SPREAD", "STRICT_SPREAD"):
+            yield (
+                f"{view.name} ({deployment.role}): placement strategy {strategy} scatters its "
+                "ranks over as many nodes as it can; pipeline stages across nodes need PACK"
+            )
+
+
+def _fits(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    wanted = int(config.get("min_sequences", 1))
+    for view, deployment in _judged(resource_type, name, props):
+        spec = view.spec_for(deployment)
+        memory = planner.memory(spec, deployment.layout)
+        if not memory.fits:
+            yield from _verdicts(view, deployment, "does-not-fit")
+        elif memory.max_concurrent_sequences < wanted:
+            yield (
+                f"{view.name} ({deployment.role}): its KV cache holds "
+                f"{memory.max_concurrent_sequences} sequence(s) of max_model_len "
+                f"{spec.max_model_len:,}; this policy asks for {wanted}"
+            )
+
+
+def _needless_span(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    for view, deployment in _judged(resource_type, name, props):
+        per_pod = view.gpus_per_pod()
+        layout = deployment.layout
+        if layout.gpus_per_replica <= per_pod:
+            continue
+        spec = view.spec_for(deployment)
+        smallest = planner.smallest_layout(spec, layout)
+        if smallest is not None and smallest.gpus_per_replica <= per_pod:
+            yield (
+                f"{view.name} ({deployment.role}): {layout.label} spans "
+                f"{-(-layout.gpus_per_replica // per_pod)} nodes, but {smallest.label} holds the "
+                f"model on {smallest.gpus_per_replica} GPU(s) of one node"
+            )
+
+
+def _over_sharded(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    for view, deployment in _judged(resource_type, name, props):
+        yield from _verdicts(view, deployment, "over-sharded")
+
+
+def _expert_parallel(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    for view, deployment in _judged(resource_type, name, props):
+        spec = view.spec_for(deployment)
+        if spec.parallelism.expert:
+            judged = Deployment(deployment.role, deployment.config, spec.parallelism, "")
+            yield from _verdicts(view, judged, "ep-on-dense", "ep-size-indivisible")
+
+
+def _compact_for_multinode(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
+    compact = {
+        node_pool_machine(r.props): (r.props.get("placementPolicy") or {}).get("type") == "COMPACT"
+        for r in resources
+        if r.resource_type == NODE_POOL
+    }
+    for resource in resources:
+        if resource.resource_type != RAYSERVICE:
+            continue
+        view = RayServiceView(resource.name, resource.props)
+        per_pod = view.gpus_per_pod()
+        machine = view.machine()
+        for deployment in view.deployments():
+            spans = deployment.layout.gpus_per_replica > per_pod
+            if spans and machine is not None and not compact.get(machine.name, False):
+                yield (
+                    f"{view.name} ({deployment.role}): a replica spans "
+                    f"{-(-deployment.layout.gpus_per_replica // per_pod)} {machine.name} nodes, "
+                    "but their pool has no compact placement: its ranks may sit racks apart"
+                )
+
+
+TOPOLOGY_POLICIES = [
+    resource_policy(
+        "topology-rayservice-tp-within-node",
+        "Tensor parallelism stays inside one node: TP is at most the GPUs of one worker pod.",
+        "Lower parallelism.tensor to the node's GPUs and add pipeline stages "
+        "(parallelism.pipeline) for what no longer fits; `servestack plan --recommend` ranks "
+        "layouts that do.",
+        _tp_within_node,
+        severity=Severity.CRITICAL,
+    ),
+    resource_policy(
+        "topology-rayservice-strict-pack",
+        "A tensor-parallel group that fits one node is placed STRICT_PACK; only cross-node "
+        "pipeline stages may be PACK.",
+        "Let the compiler write placement_group_config (it emits STRICT_PACK), or set "
+        "strategy: STRICT_PACK by hand.",
+        _strict_pack,
+    ),
+    resource_policy(
+        "topology-rayservice-fits",
+        "The model fits: weights plus the KV cache of max_model_len sequences fit the GPUs' "
+        "usable memory.",
+        "Use the layout the message names (more tensor parallelism, FP8 weights or KV cache), "
+        "or lower max_model_len.",
+        _fits,
+        severity=Severity.CRITICAL,
+        config={
+            "min_sequences": {
+                "type": "integer",
+                "minimum": 1,
+                "default": 1,
+                "description": "Sequences of max_model_len the KV cache must hold at once.",
+            }
+        },
+    ),
+    resource_policy(
+        "topology-rayservice-needless-span",
+        "A replica crosses nodes only when no layout inside one node holds the model.",
+        "Use the single-node layout the message names; crossing nodes trades NVLink for the "
+        "network.",
+        _needless_span,
+    ),
+    resource_policy(
+        "topology-rayservice-over-sharded",
+        "A replica uses no more GPUs than the model needs inside one node.",
+        "Use the smaller layout the message names and serve more replicas with the GPUs saved.",
+        _over_sharded,
+        enforcement=ADVISORY,
+        severity=Severity.LOW,
+    ),
+    resource_policy(
+        "topology-rayservice-expert-parallel",
+        "Expert parallelism only for mixture-of-experts models, with an EP size (DP x TP) that "
+        "divides the experts.",
+        "Set parallelism.expert: false for a dense model, or the data size the message names.",
+        _expert_parallel,
+    ),
+    stack_policy(
+        "topology-nodepool-compact-for-multinode",
+        "A replica that spans nodes runs on a node pool with compact placement.",
+        "Set compact_placement: true for the machine type under servestack:gpu_pools (a "
+        "replica spanning nodes also turns it on), or use a layout inside one node.",
+        _compact_for_multinode,
+    ),
+]
