@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -18,7 +19,9 @@ from rich.text import Text
 from infra import report
 from infra.config import DEFAULT_STACK, load_stack
 from infra.platform import plan_platform
+from infra.preview import preview, read_policy_config
 from infra.render import render_model
+from policies.pack import POLICIES
 from serving.catalog import ARCHITECTURES
 from serving.errors import ServestackError, unknown_key_fix
 from serving.loading import display_path
@@ -146,6 +149,40 @@ def render_command(
         for path in render_model(spec, profile, loaded, out_dir):
             console.print(f"wrote {path}", highlight=False)
     if failed:
+        raise typer.Exit(1)
+
+
+@app.command("preview")
+def preview_command(
+    stack: StackArg = DEFAULT_STACK,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    policy_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Policy settings as for `pulumi preview --policy-pack-config` (JSON).",
+        ),
+    ] = None,
+) -> None:
+    """Run the stack's Pulumi program under the mock engine and judge it with the policy pack.
+
+    No cloud account, Pulumi CLI or cluster. Exits 1 on a mandatory violation.
+    """
+    overrides = read_policy_config(policy_config) if policy_config else None
+    result = preview(stack, overrides=overrides)
+    if as_json:
+        document = {
+            "stack": stack,
+            "resources": [
+                {"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent}
+                for r in result.resources
+                if r.custom
+            ],
+            "violations": [asdict(v) for v in result.violations],
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        report.print_preview(console, result, len(POLICIES))
+    if result.mandatory:
         raise typer.Exit(1)
 
 

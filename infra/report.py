@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infra.platform import PlatformPlan
+from infra.preview import PreviewResult
 from serving.catalog import MACHINE_TYPES, PRICES_AS_OF
 from serving.planner import GroupPlan, Plan
 from serving.recommend import Candidate
@@ -192,3 +193,35 @@ def print_platform(console: Console, platform: PlatformPlan) -> None:
             ", ".join(pool.models),
         )
     console.print(table)
+
+
+def print_preview(console: Console, result: PreviewResult, policies: int) -> None:
+    """Resources grouped by the component that registered them, then every violation."""
+    console.rule(
+        f"[bold]servestack preview {result.stack}[/]  the Pulumi program under the mock engine · "
+        f"{sum(1 for r in result.resources if r.custom)} resources · {policies} policies"
+    )
+    for component, resources in result.components().items():
+        console.print(Text(component, style="bold"))
+        for resource in resources:
+            console.print(Text.assemble("  ", (resource.type, "dim"), "  ", resource.name))
+    console.print()
+    if not result.violations:
+        console.print("[green]no policy violations[/]")
+        return
+    for violation in result.violations:
+        colour = "red" if violation.enforcement == "mandatory" else "yellow"
+        where = violation.resource.rsplit("::", 1)[-1]
+        prefix = "" if violation.message.startswith(where) else f"{where}: "
+        console.print(
+            Text.assemble(
+                (violation.enforcement, colour), f" [{violation.policy}] {prefix}",
+                violation.message,
+            ),
+            highlight=False,
+        )  # fmt: skip
+        console.print(Text(f"  fix: {violation.remediation}", style="dim"), highlight=False)
+    mandatory = len(result.mandatory)
+    console.print(
+        f"{mandatory} mandatory, {len(result.violations) - mandatory} advisory violation(s)"
+    )

@@ -9,17 +9,16 @@ prints (and, with --json, carries) the planner's own figures.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from cli_support import NARROW, copy_repo, edit_yaml, run
 
 from infra.config import load_stack
 from infra.manifests import rayservice
@@ -28,49 +27,6 @@ from serving.catalog import MACHINE_TYPES
 from serving.compiler import cluster_env, serve_config
 from serving.planner import plan
 from serving.recommend import catalog_spec, recommend
-
-REPO = Path(__file__).resolve().parents[1]
-# Errors go through a rich console that follows COLUMNS: wide enough that no message wraps, so
-# messages are asserted whole. (Piped stdout is fixed at 110 columns by the CLI itself.)
-WIDE = 1000
-NARROW = 80  # what rich assumes when stderr is not a terminal and COLUMNS is unset
-
-
-def servestack_command() -> list[str]:
-    script = Path(sys.executable).with_name("servestack")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "infra.cli"]
-
-
-def run(cwd: Path, *args: str, columns: int = WIDE) -> subprocess.CompletedProcess[str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"}
-    }
-    env["COLUMNS"] = str(columns)
-    return subprocess.run(
-        [*servestack_command(), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def copy_repo(destination: Path) -> Path:
-    """Pulumi.yaml and stacks/, all the CLI reads; resolved as the CLI resolves paths."""
-    destination.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "Pulumi.yaml", destination / "Pulumi.yaml")
-    shutil.copytree(REPO / "stacks", destination / "stacks")
-    return destination.resolve()
-
-
-def edit_yaml(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    document = yaml.safe_load(path.read_text())
-    change(document)
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
 @pytest.fixture
