@@ -86,7 +86,7 @@ class PreviewResult:
         return grouped
 
 
-class _Mocks(pulumi.runtime.Mocks):
+class ProgramMocks(pulumi.runtime.Mocks):
     """Answers each resource with its inputs, plus the few outputs GCP computes that the program
     reads (an account's email, a cluster's endpoint and CA)."""
 
@@ -94,7 +94,7 @@ class _Mocks(pulumi.runtime.Mocks):
         outputs = dict(args.inputs)
         outputs.setdefault("name", args.name)
         if args.typ == "gcp:serviceaccount/account:Account":
-            outputs["email"] = f"{args.inputs['accountId']}@project.iam.gserviceaccount.com"
+            outputs["email"] = f"{args.inputs['accountId']}@{PROJECT}.iam.gserviceaccount.com"
         if args.typ == "gcp:container/cluster:Cluster":
             outputs["endpoint"] = "192.0.2.10"
             outputs["masterAuth"] = {"clusterCaCertificate": "cHJldmlldw=="}
@@ -144,7 +144,7 @@ def record(stack_name: str, root: Path | None = None) -> list[Registered]:
     """Run the stack's program under the mock engine; every resource it registers."""
     stack = load_stack(stack_name, root)
     platform = plan_platform(stack, judge_layouts=False)
-    monitor = _RecordingMonitor(_Mocks())
+    monitor = _RecordingMonitor(ProgramMocks())
     settings.ROOT.set(None)  # a fresh root stack per run
     pulumi.runtime.set_all_config({})
     pulumi.runtime.set_mocks(

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pulumi
 import pytest
-from infra_support import RecordingMocks, copy_repo, use_stack
+from cli_support import copy_repo
+from infra_support import RecordingMocks, use_stack
 from pulumi.runtime import settings
 
 

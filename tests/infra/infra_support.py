@@ -7,7 +7,6 @@ Inputs reach the recorder as the engine sends them: camelCase keys, numbers as f
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,10 @@ import pulumi
 import yaml
 from pulumi.runtime import settings
 from pulumi.runtime.sync_await import _sync_await
+
+from infra.config import load_stack
+from infra.preview import ProgramMocks
+from serving.compiler import worker_shapes
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "servestack"
@@ -47,26 +50,16 @@ class Registered:
     custom: bool
 
 
-class RecordingMocks(pulumi.runtime.Mocks):
-    """Records every registered resource; answers with its inputs plus the few outputs GCP
-    computes that our code reads (an account's email, a cluster's endpoint and CA)."""
+class RecordingMocks(ProgramMocks):
+    """The preview's mock answers (inputs, plus the outputs GCP computes that the program
+    reads), recording every registered resource."""
 
     def __init__(self) -> None:
         self.registered: list[Registered] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.registered.append(Registered(args.typ, args.name, dict(args.inputs), args.custom))
-        outputs = dict(args.inputs)
-        outputs.setdefault("name", f"{args.name}-generated")
-        if args.typ == "gcp:serviceaccount/account:Account":
-            outputs["email"] = f"{args.inputs['accountId']}@{PROJECT}.iam.gserviceaccount.com"
-        if args.typ == "gcp:container/cluster:Cluster":
-            outputs["endpoint"] = "192.0.2.10"
-            outputs["masterAuth"] = {"clusterCaCertificate": "Q0EgY2VydGlmaWNhdGU="}
-        return f"{args.name}-id", outputs
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        return {}
+        return super().new_resource(args)
 
     def of_type(self, type_token: str) -> list[Registered]:
         return [r for r in self.registered if r.type == type_token]
@@ -104,18 +97,19 @@ def resolve(output: pulumi.Output[T]) -> tuple[T, bool]:
     return value, secret
 
 
-def copy_repo(destination: Path) -> Path:
-    """Pulumi.yaml and stacks/: all the platform reads."""
-    destination.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "Pulumi.yaml", destination / "Pulumi.yaml")
-    shutil.copytree(REPO / "stacks", destination / "stacks")
-    return destination.resolve()
-
-
-def edit_yaml(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    document = yaml.safe_load(path.read_text())
-    change(document)
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
+def planned_pools(root: Path, stack: str) -> dict[str, tuple[int, int, bool]]:
+    """(min nodes, max nodes, a replica spans nodes) per machine type: the models' worker
+    shapes (one pod per node) summed, as the pools must hold them."""
+    totals: dict[str, tuple[int, int, bool]] = {}
+    for spec in load_stack(stack, root).profiles.values():
+        for shape in worker_shapes(spec):
+            low, high, spans = totals.get(shape.machine_type, (0, 0, False))
+            totals[shape.machine_type] = (
+                low + shape.min_replicas,
+                high + shape.max_replicas,
+                spans or shape.nodes_per_replica > 1,
+            )
+    return totals
 
 
 def pulumi_config(stack_file: Path) -> dict[str, str]:

@@ -17,32 +17,16 @@ from typing import Any
 
 import pytest
 import yaml
-from infra_support import edit_yaml
+from cli_support import edit_yaml
+from infra_support import planned_pools
 
 from infra.config import load_stack
 from infra.platform import PlatformPlan, node_service_account_id, plan_platform
 from serving import catalog
-from serving.planner import plan
 from serving.scheduling import GKE_ACCELERATOR_LABEL, MACHINE_TYPE_LABEL
 
 DEV = "stacks/Pulumi.dev.yaml"
 PROD = "stacks/Pulumi.prod.yaml"
-
-
-def _planned_nodes(root: Path, stack: str) -> dict[str, tuple[int, int, bool]]:
-    """(min nodes, max nodes, a replica spans nodes) per machine type, from the planner."""
-    loaded = load_stack(stack, root)
-    totals: dict[str, tuple[int, int, bool]] = {}
-    for spec in loaded.profiles.values():
-        for group in plan(spec, loaded.config.prices).groups:
-            where = group.placement
-            low, high, spans = totals.get(where.machine_type, (0, 0, False))
-            totals[where.machine_type] = (
-                low + where.min_nodes,
-                high + where.max_nodes,
-                spans or where.spans_nodes,
-            )
-    return totals
 
 
 class TestPoolsFollowThePlans:
@@ -53,7 +37,7 @@ class TestPoolsFollowThePlans:
         self, repo: Path, stack: str
     ) -> None:
         platform = plan_platform(load_stack(stack, repo))
-        planned = _planned_nodes(repo, stack)
+        planned = planned_pools(repo, stack)
         assert planned
         assert {
             pool.machine_type: (pool.min_nodes, pool.max_nodes) for pool in platform.gpu_pools
@@ -110,7 +94,7 @@ class TestCompactPlacement:
 
     def test_only_the_pool_whose_replicas_span_nodes_is_compact(self, repo: Path) -> None:
         pools = {pool.machine_type: pool for pool in _mixed_stack(repo).gpu_pools}
-        planned = _planned_nodes(repo, "mixed")
+        planned = planned_pools(repo, "mixed")
         assert {machine: pool.compact for machine, pool in pools.items()} == {
             machine: spans for machine, (_, _, spans) in planned.items()
         }

@@ -13,14 +13,22 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-from infra_support import REPO, RecordingMocks, Registered, pulumi_config, resolve, run, use_stack
+from infra_support import (
+    REPO,
+    RecordingMocks,
+    Registered,
+    planned_pools,
+    pulumi_config,
+    resolve,
+    run,
+    use_stack,
+)
 from pulumi.runtime import settings
 
 from infra.components.identity import NODE_ROLES
 from infra.config import load_stack
 from infra.manifests import resource_name
 from serving import catalog
-from serving.planner import plan
 from serving.scheduling import MACHINE_TYPE_LABEL
 
 STACKS = ["dev", "prod"]
@@ -41,22 +49,6 @@ def exports() -> dict[str, Any]:
     assert root is not None
     outputs: dict[str, Any] = root.outputs  # type: ignore[attr-defined]
     return outputs
-
-
-def planned_pools(stack: str) -> dict[str, tuple[int, int, bool]]:
-    """Min nodes, max nodes and whether a replica spans nodes, per machine type, from plans."""
-    loaded = load_stack(stack, REPO)
-    totals: dict[str, tuple[int, int, bool]] = {}
-    for spec in loaded.profiles.values():
-        for group in plan(spec, loaded.config.prices).groups:
-            where = group.placement
-            low, high, spans = totals.get(where.machine_type, (0, 0, False))
-            totals[where.machine_type] = (
-                low + where.min_nodes,
-                high + where.max_nodes,
-                spans or where.spans_nodes,
-            )
-    return totals
 
 
 def gpu_pools(mocks: RecordingMocks) -> dict[str, Registered]:
@@ -97,7 +89,7 @@ class TestShippedStacks:
             "gcp:serviceaccount/account:Account": 1,
             "gcp:projects/iAMMember:IAMMember": len(NODE_ROLES),
             "gcp:container/cluster:Cluster": 1,
-            NODE_POOL: 1 + len(planned_pools(stack)),
+            NODE_POOL: 1 + len(planned_pools(REPO, stack)),
         }
 
     @pytest.mark.parametrize("stack", STACKS)
@@ -106,7 +98,7 @@ class TestShippedStacks:
     ) -> None:
         run_stack(mocks, stack)
         pools = gpu_pools(mocks)
-        planned = planned_pools(stack)
+        planned = planned_pools(REPO, stack)
         assert set(pools) == set(planned)
         for machine_type, (low, high, spans) in planned.items():
             machine = catalog.MACHINE_TYPES[machine_type]
@@ -166,7 +158,7 @@ class TestShippedStacks:
             f"https://{endpoint}"
         )
         pools, _ = resolve(pulumi.Output.from_input(outputs["gpu_node_pools"]))
-        assert set(pools) == set(planned_pools(stack))
+        assert set(pools) == set(planned_pools(REPO, stack))
         assert outputs["machine_type_label"] == MACHINE_TYPE_LABEL
 
     def test_dev_is_zonal_with_a_spot_h100(self, mocks: RecordingMocks) -> None:
