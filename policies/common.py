@@ -27,8 +27,23 @@ ResourceCheck = Callable[[str, str, Mapping[str, Any], Mapping[str, Any]], Itera
 StackCheck = Callable[[list[Any], Mapping[str, Any]], Iterable[str]]
 
 
-def _schema(config: Mapping[str, dict[str, Any]] | None) -> PolicyConfigSchema | None:
-    return PolicyConfigSchema(properties=dict(config)) if config else None
+def _metadata(
+    name: str,
+    description: str,
+    remediation: str,
+    enforcement: EnforcementLevel,
+    severity: Severity,
+    config: Mapping[str, dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """What every servestack policy declares besides its check."""
+    return {
+        "name": name,
+        "description": description,
+        "enforcement_level": enforcement,
+        "config_schema": PolicyConfigSchema(properties=dict(config)) if config else None,
+        "severity": severity,
+        "remediation_steps": remediation,
+    }
 
 
 def resource_policy(
@@ -51,13 +66,8 @@ def resource_policy(
             report_violation(f"{args.name} cannot be judged: {exc}", None)
 
     return ResourceValidationPolicy(
-        name=name,
-        description=description,
         validate=validate,
-        enforcement_level=enforcement,
-        config_schema=_schema(config),
-        severity=severity,
-        remediation_steps=remediation,
+        **_metadata(name, description, remediation, enforcement, severity, config),
     )
 
 
@@ -81,11 +91,6 @@ def stack_policy(
             report_violation(f"the stack cannot be judged: {exc}", None)
 
     return StackValidationPolicy(
-        name=name,
-        description=description,
         validate=validate,
-        enforcement_level=enforcement,
-        config_schema=_schema(config),
-        severity=severity,
-        remediation_steps=remediation,
+        **_metadata(name, description, remediation, enforcement, severity, config),
     )

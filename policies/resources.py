@@ -10,7 +10,7 @@ from the Serve config and worker groups themselves, so an edited manifest is jud
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,6 +205,16 @@ def _accelerator(ray_name: Any) -> str | None:
 
 def rayservice(resource_type: str, name: str, props: Mapping[str, Any]) -> RayServiceView | None:
     return RayServiceView(name, props) if resource_type == RAYSERVICE else None
+
+
+def deployments_of(
+    resource_type: str, name: str, props: Mapping[str, Any]
+) -> Iterator[tuple[RayServiceView, Deployment]]:
+    """Each LLM deployment of a RayService, with its view; nothing for other resources."""
+    view = rayservice(resource_type, name, props)
+    if view is not None:
+        for deployment in view.deployments():
+            yield view, deployment
 
 
 def node_pool_machine(props: Mapping[str, Any]) -> str | None:

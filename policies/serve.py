@@ -10,7 +10,7 @@ from typing import Any
 from pulumi_policy import Severity
 
 from policies.common import ADVISORY, resource_policy
-from policies.resources import RayServiceView, UnreadableError, rayservice
+from policies.resources import RayServiceView, UnreadableError, deployments_of, rayservice
 from serving import planner
 from serving.compiler import BODY_AWARE_ROUTERS, RAY_VERSION, ROUTER_CLASSES
 
@@ -93,10 +93,7 @@ def _forward_body(
 def _prefix_caching(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    view = rayservice(resource_type, name, props)
-    if view is None:
-        return
-    for deployment in view.deployments():
+    for view, deployment in deployments_of(resource_type, name, props):
         if deployment.router_class in BODY_AWARE_CLASSES and not deployment.engine.get(
             "enable_prefix_caching", True
         ):
@@ -109,10 +106,7 @@ def _prefix_caching(
 def _fp8_compute(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    view = rayservice(resource_type, name, props)
-    if view is None:
-        return
-    for deployment in view.deployments():
+    for view, deployment in deployments_of(resource_type, name, props):
         spec = view.spec_for(deployment)
         memory = planner.memory(spec, deployment.layout)
         for verdict in planner.verdicts(spec, "server", deployment.layout, memory):

@@ -15,19 +15,10 @@ from policies.resources import (
     RAYSERVICE,
     Deployment,
     RayServiceView,
+    deployments_of,
     node_pool_machine,
-    rayservice,
 )
 from serving import planner
-
-
-def _judged(
-    resource_type: str, name: str, props: Mapping[str, Any]
-) -> Iterator[tuple[RayServiceView, Deployment]]:
-    view = rayservice(resource_type, name, props)
-    if view is not None:
-        for deployment in view.deployments():
-            yield view, deployment
 
 
 def _verdicts(view: RayServiceView, deployment: Deployment, *codes: str) -> Iterator[str]:
@@ -42,7 +33,7 @@ def _verdicts(view: RayServiceView, deployment: Deployment, *codes: str) -> Iter
 def _tp_within_node(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    for view, deployment in _judged(resource_type, name, props):
+    for view, deployment in deployments_of(resource_type, name, props):
         per_pod = view.gpus_per_pod()
         tensor = deployment.layout.tensor
         if tensor > per_pod:
@@ -56,7 +47,7 @@ def _tp_within_node(
 def _strict_pack(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    for view, deployment in _judged(resource_type, name, props):
+    for view, deployment in deployments_of(resource_type, name, props):
         layout, strategy = deployment.layout, deployment.strategy
         if layout.model_parallel_size == 1:
             continue
@@ -78,7 +69,7 @@ def _fits(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
     wanted = int(config.get("min_sequences", 1))
-    for view, deployment in _judged(resource_type, name, props):
+    for view, deployment in deployments_of(resource_type, name, props):
         spec = view.spec_for(deployment)
         memory = planner.memory(spec, deployment.layout)
         if not memory.fits:
@@ -94,7 +85,7 @@ def _fits(
 def _needless_span(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    for view, deployment in _judged(resource_type, name, props):
+    for view, deployment in deployments_of(resource_type, name, props):
         per_pod = view.gpus_per_pod()
         layout = deployment.layout
         if layout.gpus_per_replica <= per_pod:
@@ -112,14 +103,14 @@ def _needless_span(
 def _over_sharded(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    for view, deployment in _judged(resource_type, name, props):
+    for view, deployment in deployments_of(resource_type, name, props):
         yield from _verdicts(view, deployment, "over-sharded")
 
 
 def _expert_parallel(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    for view, deployment in _judged(resource_type, name, props):
+    for view, deployment in deployments_of(resource_type, name, props):
         spec = view.spec_for(deployment)
         if spec.parallelism.expert:
             judged = Deployment(deployment.role, deployment.config, spec.parallelism, "")
