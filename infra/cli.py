@@ -129,7 +129,7 @@ def render_command(
     ] = None,
     model: Annotated[str | None, typer.Option(help="Only this model of the stack.")] = None,
 ) -> None:
-    """Write each model's serveConfigV2, cluster environment and worker shapes for review.
+    """Write each model's serveConfigV2, environment, worker shapes and Kubernetes manifests.
 
     A model whose layout cannot work is not written; the command then exits 1.
     """
