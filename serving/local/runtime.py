@@ -1,0 +1,207 @@
+"""Start a local Ray on the CPU, deploy a model's application as the RayService would, stop it.
+
+The application is deployed through Serve's controller from the same config document the
+RayService carries (`serveConfigV2`), so Ray's builder runs inside the cluster, reading the
+cluster's environment, exactly as on Kubernetes.
+
+Ray reads its fast-path variables when a process starts (and Serve's modules at import), so one
+process hosts one local Ray with one environment: comparisons of configurations run one process
+each (`python -m serving.local.runtime`, used by the benchmark).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from serving.local.app import cpus_needed, local_application, local_env
+from serving.local.simulation import SimulationSettings
+from serving.spec import ModelSpec
+
+READY_PREFIX = "SERVESTACK_LOCAL_READY "
+DEFAULT_READY_TIMEOUT_S = 600.0
+# A local Ray's object store: the simulation passes small objects only.
+OBJECT_STORE_BYTES = 256 * 2**20
+# Where servestack's own code lives, so Ray's worker processes import the same `serving`.
+CODE_ROOT = Path(__file__).resolve().parents[2]
+
+
+class LocalServeError(RuntimeError):
+    """The local application did not come up; the message says what Serve reported."""
+
+
+@dataclass(frozen=True)
+class LocalServe:
+    """A running local application."""
+
+    endpoint: str
+    model: str
+    application: dict[str, Any]
+    env: dict[str, str]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def run_env(spec: ModelSpec, settings: SimulationSettings, run_dir: Path) -> dict[str, str]:
+    """The local env plus this run's own ports and HAProxy files, so that two local runs on one
+    machine (another engineer's tests) never share a port or a socket."""
+    env = local_env(spec, settings)
+    env |= {
+        "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(run_dir / "haproxy.cfg"),
+        "RAY_SERVE_HAPROXY_SOCKET_PATH": str(run_dir / "admin.sock"),
+        "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(run_dir),
+        "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(run_dir / "server-state"),
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(CODE_ROOT), os.environ.get("PYTHONPATH", "")) if p
+        ),
+    }
+    return env
+
+
+@contextlib.contextmanager
+def local_serve(
+    spec: ModelSpec,
+    settings: SimulationSettings,
+    *,
+    port: int | None = None,
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+) -> Iterator[LocalServe]:
+    """Start a local Ray, deploy the application, wait until HTTP answers; always shut down."""
+    application = local_application(spec)
+    # HAProxy refuses a socket path over 97 characters and Ray adds a 56-character directory.
+    with tempfile.TemporaryDirectory(prefix="ss-", dir="/tmp") as run_dir:
+        env = run_env(spec, settings, Path(run_dir))
+        saved = {key: os.environ.get(key) for key in env}
+        os.environ.update(env)
+        try:
+            import ray
+            from ray import serve
+
+            http_port = port or free_port()
+            ray.init(
+                address="local",
+                num_cpus=cpus_needed(spec),
+                num_gpus=0,
+                object_store_memory=OBJECT_STORE_BYTES,
+                include_dashboard=False,
+                log_to_driver=False,
+                namespace="servestack-local",
+            )
+            try:
+                serve.start(http_options={"host": "127.0.0.1", "port": http_port})
+                _deploy(application)
+                endpoint = f"http://127.0.0.1:{http_port}"
+                _wait_ready(application["name"], endpoint, ready_timeout_s)
+                yield LocalServe(endpoint, spec.name, application, env)
+            finally:
+                with contextlib.suppress(Exception):
+                    serve.shutdown()  # type: ignore[no-untyped-call]
+                ray.shutdown()
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def _deploy(application: dict[str, Any]) -> None:
+    from ray.serve.context import _get_global_client
+    from ray.serve.schema import ServeDeploySchema
+
+    config = ServeDeploySchema.parse_obj({"applications": [application]})
+    client = _get_global_client()
+    assert client is not None, "serve.start() connects the client"
+    client.deploy_apps(config)
+
+
+def _wait_ready(name: str, endpoint: str, timeout_s: float) -> None:
+    from ray import serve
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = serve.status().applications.get(name)
+        state = str(status.status) if status is not None else "NOT_STARTED"
+        if status is not None and "DEPLOY_FAILED" in state:
+            raise LocalServeError(f"application {name} failed to deploy: {status.message}")
+        if status is not None and "RUNNING" in state and _answers(endpoint):
+            return
+        if time.monotonic() > deadline:
+            message = status.message if status is not None else ""
+            raise LocalServeError(
+                f"application {name} not ready after {timeout_s:.0f} s ({state}) {message}"
+            )
+        time.sleep(1.0)
+
+
+def _answers(endpoint: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{endpoint}/v1/models", timeout=5) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def serve_until_stopped(
+    spec: ModelSpec,
+    settings: SimulationSettings,
+    *,
+    port: int | None = None,
+    on_ready: Any = None,
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+) -> None:
+    """Run until SIGINT or SIGTERM, then shut down cleanly."""
+    stop = threading.Event()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        with local_serve(spec, settings, port=port, ready_timeout_s=ready_timeout_s) as running:
+            if on_ready is not None:
+                on_ready(running)
+            while not stop.wait(0.5):
+                pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main() -> None:
+    """`python -m serving.local.runtime SPEC_JSON SETTINGS_JSON`: one local run for the
+    benchmark, which reads the endpoint from the ready line and stops it with SIGTERM."""
+    spec = ModelSpec.model_validate(json.loads(sys.argv[1]))
+    settings = SimulationSettings.model_validate(json.loads(sys.argv[2]))
+
+    def announce(running: LocalServe) -> None:
+        print(READY_PREFIX + running.endpoint, flush=True)
+
+    try:
+        serve_until_stopped(spec, settings, on_ready=announce)
+    except LocalServeError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
