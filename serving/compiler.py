@@ -36,6 +36,8 @@ ROUTER_CLASSES: dict[RouterKind, str | None] = {
     "round_robin": "ray.serve.experimental.round_robin_router:RoundRobinRouter",
     "power_of_two": None,
 }
+# Ray Serve's default router (ray.serve._private.constants.DEFAULT_REQUEST_ROUTER_PATH).
+RAY_DEFAULT_ROUTER_CLASS = "ray.serve._private.request_router:PowerOfTwoChoicesRequestRouter"
 # Routers that read the prompt. Under direct streaming HAProxy asks the router for a replica and
 # sends it only the request line unless told to forward the body; without the body a prompt-based
 # router silently degrades to load balancing.
@@ -189,6 +191,10 @@ def deployment_config(spec: ModelSpec, role: Role) -> dict[str, Any]:
         ),
     }
     router_class = ROUTER_CLASSES[spec.router.kind]
+    if router_class is None and spec.fast_paths.direct_streaming:
+        # Ray 2.56's direct-streaming builder puts RoundRobinRouter on a deployment that names
+        # no router; power of two has to be asked for by name there.
+        router_class = RAY_DEFAULT_ROUTER_CLASS
     if router_class is not None:
         config["request_router_config"] = {"request_router_class": router_class}
         if spec.router.affinity_kwargs():

@@ -26,6 +26,7 @@ from ray.llm._internal.serve.serving_patterns.prefill_decode.pd_server import (
     PDDecodeServer,
     PDPrefillServer,
 )
+from ray.serve._private import constants as ray_serve_constants
 from ray.serve.schema import ServeDeploySchema
 
 from serving import catalog
@@ -33,6 +34,7 @@ from serving.compiler import (
     BUILD_DP_OPENAI_APP,
     BUILD_OPENAI_APP,
     BUILD_PD_OPENAI_APP,
+    RAY_DEFAULT_ROUTER_CLASS,
     application,
     cluster_env,
     llm_config,
@@ -363,8 +365,16 @@ class TestDeploymentConfig:
         assert config["max_ongoing_requests"] == 2 * compiled.max_num_seqs
 
     def test_power_of_two_is_rays_default_router(self) -> None:
+        compiled = spec(router="power_of_two", fast_paths={"direct_streaming": False})
+        assert "request_router_config" not in llm_config(compiled)["deployment_config"]
+
+    def test_power_of_two_is_named_under_direct_streaming(self) -> None:
+        """Ray 2.56's direct-streaming builder gives a deployment without a router config
+        RoundRobinRouter, not power of two."""
         config = llm_config(spec(router="power_of_two"))["deployment_config"]
-        assert "request_router_config" not in config
+        router_class = config["request_router_config"]["request_router_class"]
+        assert router_class == RAY_DEFAULT_ROUTER_CLASS
+        assert router_class == ray_serve_constants.DEFAULT_REQUEST_ROUTER_PATH
 
     def test_gcs_weights_load_from_the_fuse_mount(self) -> None:
         compiled = spec(source="gs://my-weights/llama/3.1-8b/")
