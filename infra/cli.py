@@ -10,10 +10,11 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from infra import report
@@ -184,6 +185,226 @@ def preview_command(
         report.print_preview(console, result, len(POLICIES))
     if result.mandatory:
         raise typer.Exit(1)
+
+
+# --- the local CPU data plane (serving.local) ------------------------------------------------
+
+LocalFlag = Annotated[
+    bool,
+    typer.Option(
+        "--local", help="Run on this machine's CPU: real Ray Serve and HAProxy, simulated engine."
+    ),
+]
+TimeScaleOption = Annotated[
+    float,
+    typer.Option(help="Multiplies the simulated engine's plan-derived prefill and decode times."),
+]
+
+
+@app.command("serve")
+def serve_command(
+    stack: StackArg = DEFAULT_STACK,
+    model: Annotated[str | None, typer.Option(help="The stack model to serve.")] = None,
+    local: LocalFlag = False,
+    port: Annotated[int, typer.Option(help="HTTP port of the OpenAI endpoint.")] = 8000,
+    time_scale: TimeScaleOption = 1.0,
+    cache_tokens: Annotated[
+        int | None,
+        typer.Option(help="Prefix-cache tokens per replica. [default: the plan's KV capacity]"),
+    ] = None,
+) -> None:
+    """Serve a model's compiled Serve application locally until Ctrl-C.
+
+    The same builder, arguments and cluster environment as the RayService, changed only where
+    the CPU demands it; the engine is a simulation timed from the model's plan.
+    """
+    _require_local(local, "serve")
+    loaded = load_stack(stack)
+    spec = _one_model(loaded.profiles, model, loaded.path)
+    _positive(time_scale, "--time-scale", allow_zero=True)
+    if cache_tokens is not None:
+        _positive(cache_tokens, "--cache-tokens", allow_zero=True)
+    _free_port(port)
+    runtime, simulation = _local_modules()
+    settings = simulation.settings_from_plan(spec, time_scale=time_scale, cache_tokens=cache_tokens)
+    console.print(f"starting a local Ray and {spec.name} (simulated engine) ...", highlight=False)
+
+    def ready(running: Any) -> None:
+        console.print(
+            f"{spec.name} is serving the OpenAI API at {running.endpoint}/v1 — Ctrl-C to stop",
+            highlight=False,
+        )
+
+    try:
+        runtime.serve_until_stopped(spec, settings, port=port, on_ready=ready)
+    except runtime.LocalServeError as exc:
+        errors.print(f"error: {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    console.print("stopped; the local Ray is shut down", highlight=False)
+
+
+@app.command("bench")
+def bench_command(
+    stack: StackArg = DEFAULT_STACK,
+    model: Annotated[str | None, typer.Option(help="The stack model to benchmark.")] = None,
+    local: LocalFlag = False,
+    requests: Annotated[
+        int, typer.Option(help="Requests per workload (multi-prompt sends twice as many).")
+    ] = 24,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = 12,
+    replicas: Annotated[int, typer.Option(help="Replicas of the model, fixed.")] = 2,
+    prefixes: Annotated[int, typer.Option(help="Shared system prompts (multi-prompt).")] = 4,
+    prefix_tokens: Annotated[int, typer.Option(help="Tokens per shared system prompt.")] = 2000,
+    cache_prompts: Annotated[
+        float,
+        typer.Option(
+            help="Prefix-cache capacity per replica, in shared system prompts: below --prefixes "
+            "so that routing decides the hit rate, as with many tenants on a real cluster."
+        ),
+    ] = 3.0,
+    time_scale: TimeScaleOption = 1.0,
+    workload: Annotated[
+        list[str] | None,
+        typer.Option(help="Only these workloads: decode-heavy, prefill-heavy, multi-prompt."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output directory. [default: bench/MODEL]")
+    ] = None,
+) -> None:
+    """Benchmark the fast paths and the router side by side on the local application.
+
+    Configurations: fast paths on and off (power of two on both), prefix affinity against
+    power of two (fast paths on). Writes bench.json and bench.png.
+    """
+    _require_local(local, "bench")
+    loaded = load_stack(stack)
+    spec = _one_model(loaded.profiles, model, loaded.path)
+    for value, flag in (
+        (requests, "--requests"), (concurrency, "--concurrency"), (replicas, "--replicas"),
+        (prefixes, "--prefixes"), (prefix_tokens, "--prefix-tokens"),
+    ):  # fmt: skip
+        _positive(value, flag)
+    _positive(cache_prompts, "--cache-prompts", allow_zero=True)
+    _positive(time_scale, "--time-scale", allow_zero=True)
+    _, simulation = _local_modules()
+    from infra import bench_report
+    from serving.local import bench
+
+    wanted = workload or list(bench.WORKLOADS)
+    for name in wanted:
+        if name not in bench.WORKLOADS:
+            raise ServestackError(
+                "command line", "--workload", f"no workload '{name}'",
+                unknown_key_fix(name, bench.WORKLOADS, "workloads"),
+            )  # fmt: skip
+    workloads = {
+        name: w
+        for name, w in bench.default_workloads(
+            requests, concurrency, prefixes, prefix_tokens
+        ).items()
+        if name in wanted
+    }
+    prompt_tokens = workloads["multi-prompt"].input_tokens if "multi-prompt" in workloads else 0
+    settings = simulation.settings_from_plan(
+        spec,
+        time_scale=time_scale,
+        cache_tokens=int(cache_prompts * (prompt_tokens or prefix_tokens + 50)),
+    )
+    variants = [
+        v.model_copy(update={"workloads": tuple(w for w in v.workloads if w in workloads)})
+        for v in bench.default_variants(spec)
+    ]
+    variants = [v for v in variants if v.workloads]
+    total = sum(workloads[w].requests for v in variants for w in v.workloads)
+    out_dir = out if out is not None else Path("bench") / spec.name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    reports = []
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=errors, transient=True,
+    ) as progress:  # fmt: skip
+        task = progress.add_task("starting", total=total)
+        for variant in variants:
+            progress.update(task, description=variant.name)
+            try:
+                reports += bench.run_variant(
+                    spec, variant, workloads, settings, replicas, out_dir / "logs",
+                    on_done=lambda: progress.advance(task),
+                )  # fmt: skip
+            except bench.VariantStartError as exc:
+                errors.print(f"error: {variant.name}: {exc}", highlight=False)
+                raise typer.Exit(1) from None
+    ratios = bench.ratios(reports)
+    document = {
+        "command": " ".join(["servestack", *sys.argv[1:]]),
+        "model": spec.name,
+        "replicas": replicas,
+        "simulation": settings.model_dump(),
+        "workloads": {name: w.model_dump() for name, w in workloads.items()},
+        "variants": [v.model_dump() for v in variants],
+        "ratios": ratios,
+        "reports": [r.model_dump() for r in reports],
+    }
+    (out_dir / "bench.json").write_text(json.dumps(document, indent=2) + "\n")
+    bench.write_chart(reports, out_dir / "bench.png")
+    bench_report.print_bench(console, reports, ratios)
+    console.print(f"wrote {out_dir / 'bench.json'} and {out_dir / 'bench.png'}", highlight=False)
+
+
+def _require_local(local: bool, command: str) -> None:
+    if not local:
+        raise ServestackError(
+            "command line", "--local",
+            f"`servestack {command}` runs the local CPU data plane only; a cluster is served by "
+            "`pulumi up`", f"add --local: servestack {command} --local",
+        )  # fmt: skip
+
+
+def _local_modules() -> tuple[Any, Any]:
+    """serving.local's Ray-side modules, or an error naming the missing extra."""
+    try:
+        import ray.serve  # noqa: F401
+
+        from serving.local import runtime, simulation
+    except ImportError as exc:
+        raise ServestackError(
+            "environment", "ray", f"the local data plane needs Ray Serve LLM ({exc})",
+            "pip install 'servestack[local]'",
+        ) from None  # fmt: skip
+    return runtime, simulation
+
+
+def _one_model(profiles: dict[str, ModelSpec], name: str | None, source: Path) -> ModelSpec:
+    if name:
+        return _pick(profiles, name, source, "--model")
+    if len(profiles) == 1:
+        return next(iter(profiles.values()))
+    raise ServestackError(
+        display_path(source), "--model",
+        f"the stack serves {len(profiles)} models and a local run takes one",
+        f"add --model with one of: {', '.join(sorted(profiles))}",
+    )  # fmt: skip
+
+
+def _positive(value: float, flag: str, *, allow_zero: bool = False) -> None:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ServestackError(
+            "command line", flag, f"{value:g} is not allowed here",
+            "use a positive number" if not allow_zero else "use zero or a positive number",
+        )  # fmt: skip
+
+
+def _free_port(port: int) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            raise ServestackError(
+                "command line", "--port", f"port {port} is in use on this machine",
+                "pick a free one, e.g. --port 8001",
+            ) from None  # fmt: skip
 
 
 def _pick(

@@ -130,7 +130,7 @@ def _deploy(application: dict[str, Any]) -> None:
     from ray.serve.context import _get_global_client
     from ray.serve.schema import ServeDeploySchema
 
-    config = ServeDeploySchema.parse_obj({"applications": [application]})
+    config = ServeDeploySchema.model_validate({"applications": [application]})
     client = _get_global_client()
     assert client is not None, "serve.start() connects the client"
     client.deploy_apps(config)
@@ -156,9 +156,13 @@ def _wait_ready(name: str, endpoint: str, timeout_s: float) -> None:
 
 
 def _answers(endpoint: str) -> bool:
+    """The application answers HTTP: any reply but "no route yet" (404) or "no backend yet"
+    (5xx). An application that answers with an error is up; its error is the user's to see."""
     try:
-        with urllib.request.urlopen(f"{endpoint}/v1/models", timeout=5) as response:
-            return bool(response.status == 200)
+        with urllib.request.urlopen(f"{endpoint}/v1/models", timeout=5):
+            return True
+    except urllib.error.HTTPError as exc:
+        return bool(exc.code < 500 and exc.code != 404)
     except (urllib.error.URLError, OSError):
         return False
 

@@ -1,0 +1,468 @@
+"""The local benchmark: one model's application under several configurations, side by side.
+
+Each configuration (fast paths on or off, a router) is the profile's spec with that one thing
+changed, compiled by `serving.compiler` and run by `serving.local.runtime` in its own process
+(Ray reads the fast-path variables when its processes start). A bounded asyncio load generator
+sends the same requests to each over loopback and measures what a client sees: request
+throughput, output tokens/s, time to first token, inter-token latency. The simulated engine
+reports which replica served a request and how many prompt tokens hit its prefix cache.
+
+Numbers are from a simulated engine on a CPU: they measure Ray Serve's side of serving (proxy,
+routing, streaming) under the planner's engine timings, not a GPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from serving.local.runtime import READY_PREFIX
+from serving.local.simulation import SimulationSettings
+from serving.spec import Autoscaling, FastPaths, ModelSpec, Router, RouterKind
+
+WorkloadName = Literal["decode-heavy", "prefill-heavy", "multi-prompt"]
+WORKLOADS: tuple[WorkloadName, ...] = ("decode-heavy", "prefill-heavy", "multi-prompt")
+STOP_TIMEOUT_S = 120.0
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Workload(_Frozen):
+    """A set of requests: unique prompts, or a few long shared prefixes and a unique question."""
+
+    name: WorkloadName
+    input_tokens: int = Field(ge=1, description="Prompt words per request (prefix included).")
+    output_tokens: int = Field(ge=1)
+    requests: int = Field(ge=1)
+    concurrency: int = Field(ge=1, description="Requests in flight at most.")
+    shared_prefixes: int = Field(default=0, ge=0, description="Distinct system prompts.")
+    prefix_tokens: int = Field(default=0, ge=0, description="Words per system prompt.")
+
+
+class Variant(_Frozen):
+    """One configuration: the profile with its fast paths and router set as named."""
+
+    name: str
+    fast_paths: bool
+    router: RouterKind
+    workloads: tuple[WorkloadName, ...]
+
+
+class RequestResult(_Frozen):
+    ok: bool
+    error: str | None = None
+    start_s: float
+    end_s: float
+    ttft_s: float | None = None
+    token_gaps_s: list[float] = Field(default_factory=list)
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    replica: str | None = None
+
+
+class Percentiles(_Frozen):
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class WorkloadReport(_Frozen):
+    variant: str
+    workload: WorkloadName
+    requests: int
+    failed: int
+    duration_s: float
+    requests_per_s: float
+    output_tokens_per_s: float
+    ttft_s: Percentiles
+    itl_s: Percentiles
+    cache_hit_rate: float = Field(description="Cached prompt tokens / prompt tokens.")
+    requests_per_replica: dict[str, int]
+    errors: list[str] = Field(default_factory=list, description="First few distinct errors.")
+
+
+def default_variants(spec: ModelSpec) -> list[Variant]:
+    """Fast paths on against off (power of two on both, so only the data path differs); the
+    profile's prefix affinity against power of two, both with the fast paths on."""
+    return [
+        Variant(
+            name="fast-paths-on/power-of-two",
+            fast_paths=True,
+            router="power_of_two",
+            workloads=WORKLOADS,
+        ),
+        Variant(
+            name="fast-paths-off/power-of-two",
+            fast_paths=False,
+            router="power_of_two",
+            workloads=("decode-heavy", "prefill-heavy"),
+        ),
+        Variant(
+            name="fast-paths-on/prefix-affinity",
+            fast_paths=True,
+            router="prefix_affinity",
+            workloads=("multi-prompt",),
+        ),
+    ]
+
+
+def variant_spec(spec: ModelSpec, variant: Variant, replicas: int) -> ModelSpec:
+    """The profile with the variant's fast paths and router, at a fixed number of replicas (an
+    autoscaler on a benchmark would change two things at once)."""
+    fast = spec.fast_paths if variant.fast_paths else FastPaths(
+        haproxy=False, direct_streaming=False, throughput_optimized=False, ray_v2_executor=False
+    )  # fmt: skip
+    router = spec.router if variant.router == spec.router.kind else Router(kind=variant.router)
+    autoscaling = Autoscaling(
+        min_replicas=replicas,
+        max_replicas=replicas,
+        target_ongoing_requests=spec.autoscaling.target_ongoing_requests,
+    )
+    data = spec.model_dump() | {
+        "fast_paths": fast.model_dump(),
+        "router": router.model_dump(),
+        "autoscaling": autoscaling.model_dump(),
+    }
+    return ModelSpec.model_validate(data)
+
+
+# --- requests -------------------------------------------------------------------------------
+
+
+def _words(rng: random.Random, count: int) -> str:
+    return " ".join(f"t{rng.randrange(1_000_000)}" for _ in range(count))
+
+
+def build_requests(workload: Workload, model: str, seed: int = 7) -> list[dict[str, Any]]:
+    """The same chat requests for every configuration (seeded). Multi-prompt requests take
+    their system prompt in a shuffled round robin, so every prefix is asked equally often."""
+    rng = random.Random(f"{seed}-{workload.name}")
+    prefixes = [_words(rng, workload.prefix_tokens) for _ in range(workload.shared_prefixes)]
+    order = [i % len(prefixes) for i in range(workload.requests)] if prefixes else []
+    rng.shuffle(order)
+    requests = []
+    for index in range(workload.requests):
+        messages = []
+        question_tokens = workload.input_tokens
+        if prefixes:
+            messages.append({"role": "system", "content": prefixes[order[index]]})
+            question_tokens = max(1, workload.input_tokens - workload.prefix_tokens)
+        messages.append({"role": "user", "content": _words(rng, question_tokens)})
+        requests.append(
+            {
+                "model": model,
+                "messages": messages,
+                "max_tokens": workload.output_tokens,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+        )
+    return requests
+
+
+async def _one(client: httpx.AsyncClient, endpoint: str, body: dict[str, Any]) -> RequestResult:
+    start = time.perf_counter()
+    ttft, last, gaps, tokens = None, start, [], 0
+    usage: dict[str, Any] = {}
+    replica = None
+    try:
+        async with client.stream("POST", f"{endpoint}/v1/chat/completions", json=body) as response:
+            if response.status_code != 200:
+                text = (await response.aread()).decode(errors="replace")[:300]
+                return RequestResult(
+                    ok=False, error=f"HTTP {response.status_code}: {text}",
+                    start_s=start, end_s=time.perf_counter(),
+                )  # fmt: skip
+            async for line in response.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                replica = chunk.get("system_fingerprint") or replica
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                for choice in chunk.get("choices", []):
+                    if choice.get("delta", {}).get("content"):
+                        now = time.perf_counter()
+                        if ttft is None:
+                            ttft = now - start
+                        else:
+                            gaps.append(now - last)
+                        last, tokens = now, tokens + 1
+    except (httpx.HTTPError, ValueError) as exc:
+        return RequestResult(
+            ok=False, error=f"{type(exc).__name__}: {exc}", start_s=start, end_s=time.perf_counter()
+        )
+    details = usage.get("prompt_tokens_details") or {}
+    return RequestResult(
+        ok=True,
+        start_s=start,
+        end_s=time.perf_counter(),
+        ttft_s=ttft,
+        token_gaps_s=gaps,
+        output_tokens=tokens,
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        cached_tokens=int(details.get("cached_tokens") or 0),
+        replica=replica,
+    )
+
+
+async def run_load(
+    endpoint: str,
+    requests: Sequence[dict[str, Any]],
+    concurrency: int,
+    on_done: Callable[[], None] | None = None,
+    timeout_s: float = 600.0,
+) -> tuple[list[RequestResult], float]:
+    """Send the requests with at most `concurrency` in flight; returns results and wall time."""
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    for body in requests:
+        queue.put_nowait(body)
+    results: list[RequestResult] = []
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as client:
+
+        async def worker() -> None:
+            while True:
+                try:
+                    body = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                results.append(await _one(client, endpoint, body))
+                if on_done is not None:
+                    on_done()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return results, time.perf_counter() - start
+
+
+def _percentiles(values: Sequence[float]) -> Percentiles:
+    if not values:
+        return Percentiles(p50=None, p90=None, p99=None)
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return Percentiles(p50=at(0.5), p90=at(0.9), p99=at(0.99))
+
+
+def summarize(
+    variant: str, workload: WorkloadName, results: Sequence[RequestResult], duration_s: float
+) -> WorkloadReport:
+    done = [r for r in results if r.ok]
+    prompt = sum(r.prompt_tokens for r in done)
+    return WorkloadReport(
+        variant=variant,
+        workload=workload,
+        requests=len(results),
+        failed=len(results) - len(done),
+        duration_s=duration_s,
+        requests_per_s=len(done) / duration_s if duration_s > 0 else 0.0,
+        output_tokens_per_s=sum(r.output_tokens for r in done) / duration_s if duration_s else 0.0,
+        ttft_s=_percentiles([r.ttft_s for r in done if r.ttft_s is not None]),
+        itl_s=_percentiles([gap for r in done for gap in r.token_gaps_s]),
+        cache_hit_rate=sum(r.cached_tokens for r in done) / prompt if prompt else 0.0,
+        requests_per_replica=dict(Counter(r.replica or "?" for r in done).most_common()),
+        errors=sorted({r.error for r in results if r.error})[:3],
+    )
+
+
+# --- one configuration in its own process --------------------------------------------------
+
+
+@contextlib.contextmanager
+def running_variant(
+    spec: ModelSpec,
+    settings: SimulationSettings,
+    log_path: Path,
+    ready_timeout_s: float = 600.0,
+) -> Iterator[str]:
+    """Start `python -m serving.local.runtime` for the spec; yield its endpoint; stop it.
+    Its output (Ray's and Serve's logs) goes to `log_path`."""
+    command = [
+        sys.executable,
+        "-m",
+        "serving.local.runtime",
+        json.dumps(spec.model_dump(mode="json")),
+        settings.model_dump_json(),
+    ]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("w") as log:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
+        try:
+            yield _await_ready(process, ready_timeout_s, log_path)
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+class VariantStartError(RuntimeError):
+    """A configuration's local application did not come up."""
+
+
+def _await_ready(process: subprocess.Popen[str], timeout_s: float, log_path: Path) -> str:
+    assert process.stdout is not None
+    stdout = process.stdout
+    found: list[str] = []
+
+    def read() -> None:
+        for line in stdout:
+            if line.startswith(READY_PREFIX):
+                found.append(line[len(READY_PREFIX) :].strip())
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    if found:
+        return found[0]
+    tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+    state = "exited" if process.poll() is not None else f"not ready after {timeout_s:.0f} s"
+    raise VariantStartError(f"the local application {state}; {log_path}: " + " | ".join(tail))
+
+
+# --- the report -----------------------------------------------------------------------------
+
+
+def ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
+    """The headline comparisons, where both sides were measured."""
+    by = {(r.variant, r.workload): r for r in reports}
+    found: dict[str, float] = {}
+
+    def ratio(key: str, a: tuple[str, str], b: tuple[str, str], field: str) -> None:
+        if a in by and b in by and getattr(by[b], field):
+            found[key] = getattr(by[a], field) / getattr(by[b], field)
+
+    on, off = "fast-paths-on/power-of-two", "fast-paths-off/power-of-two"
+    affinity = "fast-paths-on/prefix-affinity"
+    for workload in ("decode-heavy", "prefill-heavy"):
+        ratio(f"{workload}: fast paths on/off, requests/s", (on, workload), (off, workload),
+              "requests_per_s")  # fmt: skip
+    ratio("multi-prompt: prefix affinity/power of two, requests/s",
+          (affinity, "multi-prompt"), (on, "multi-prompt"), "requests_per_s")  # fmt: skip
+    if (affinity, "multi-prompt") in by and (on, "multi-prompt") in by:
+        found["multi-prompt: prefix affinity cache hit rate"] = by[
+            (affinity, "multi-prompt")
+        ].cache_hit_rate
+        found["multi-prompt: power of two cache hit rate"] = by[(on, "multi-prompt")].cache_hit_rate
+    return found
+
+
+def write_chart(reports: Sequence[WorkloadReport], path: Path) -> None:
+    """Request throughput per workload and configuration, and cache hit rates."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = [w for w in WORKLOADS if any(r.workload == w for r in reports)]
+    variants = list(dict.fromkeys(r.variant for r in reports))
+    by = {(r.variant, r.workload): r for r in reports}
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
+    width = 0.8 / max(len(variants), 1)
+    for index, variant in enumerate(variants):
+        xs = [w + index * width for w in range(len(workloads))]
+        left.bar(
+            xs,
+            [by[(variant, w)].requests_per_s if (variant, w) in by else 0 for w in workloads],
+            width,
+            label=variant,
+        )
+        right.bar(
+            xs,
+            [by[(variant, w)].cache_hit_rate if (variant, w) in by else 0 for w in workloads],
+            width,
+            label=variant,
+        )
+    for axis, title in ((left, "requests / s"), (right, "prefix-cache hit rate")):
+        axis.set_xticks([w + 0.4 - width / 2 for w in range(len(workloads))], workloads)
+        axis.set_title(title)
+    right.set_ylim(0, 1)
+    left.legend(fontsize=8)
+    figure.suptitle("servestack bench --local (simulated engine on CPU, real Ray Serve)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+def default_workloads(
+    requests: int = 24,
+    concurrency: int = 12,
+    shared_prefixes: int = 4,
+    prefix_tokens: int = 2000,
+) -> dict[WorkloadName, Workload]:
+    """The issue's three workloads at sizes that finish in minutes on two cores."""
+    return {
+        "decode-heavy": Workload(
+            name="decode-heavy", input_tokens=50, output_tokens=500,
+            requests=requests, concurrency=concurrency,
+        ),
+        "prefill-heavy": Workload(
+            name="prefill-heavy", input_tokens=8000, output_tokens=50,
+            requests=requests, concurrency=concurrency,
+        ),
+        "multi-prompt": Workload(
+            name="multi-prompt", input_tokens=prefix_tokens + 50, output_tokens=50,
+            requests=requests * 2, concurrency=concurrency,
+            shared_prefixes=shared_prefixes, prefix_tokens=prefix_tokens,
+        ),
+    }  # fmt: skip
+
+
+WARMUP_REQUESTS = 4
+
+
+def run_variant(
+    spec: ModelSpec,
+    variant: Variant,
+    workloads: dict[WorkloadName, Workload],
+    settings: SimulationSettings,
+    replicas: int,
+    log_dir: Path,
+    on_done: Callable[[], None] | None = None,
+) -> list[WorkloadReport]:
+    """Start the variant's application, run its workloads one after another, stop it."""
+    reports = []
+    log_path = log_dir / f"{variant.name.replace('/', '_')}.log"
+    with running_variant(variant_spec(spec, variant, replicas), settings, log_path) as endpoint:
+        warmup = Workload(
+            name="decode-heavy", input_tokens=8, output_tokens=4,
+            requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
+        )  # fmt: skip
+        asyncio.run(run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS))
+        for name in variant.workloads:
+            if name not in workloads:
+                continue
+            workload = workloads[name]
+            requests = build_requests(workload, spec.name)
+            results, duration = asyncio.run(
+                run_load(endpoint, requests, workload.concurrency, on_done)
+            )
+            reports.append(summarize(variant.name, name, results, duration))
+    return reports
