@@ -33,6 +33,8 @@ BUILD_PD_OPENAI_APP = "ray.serve.llm:build_pd_openai_app"
 # Ray's default request router is power of two choices; the others are named by import path.
 ROUTER_CLASSES: dict[RouterKind, str | None] = {
     "prefix_affinity": "ray.serve.llm.request_router:PrefixCacheAffinityRouter",
+    # Not imported: serving.routing imports Ray Serve, which the compiler does not need.
+    "servestack_prefix_affinity": "serving.routing:PrefixAffinityRouter",
     "round_robin": "ray.serve.experimental.round_robin_router:RoundRobinRouter",
     "power_of_two": None,
 }
@@ -41,7 +43,9 @@ RAY_DEFAULT_ROUTER_CLASS = "ray.serve._private.request_router:PowerOfTwoChoicesR
 # Routers that read the prompt. Under direct streaming HAProxy asks the router for a replica and
 # sends it only the request line unless told to forward the body; without the body a prompt-based
 # router silently degrades to load balancing.
-BODY_AWARE_ROUTERS: frozenset[RouterKind] = frozenset({"prefix_affinity"})
+BODY_AWARE_ROUTERS: frozenset[RouterKind] = frozenset(
+    {"prefix_affinity", "servestack_prefix_affinity"}
+)
 
 # Requests one replica (one DP rank) accepts before Serve queues them at the router: a running
 # batch of max_num_seqs plus as many waiting in vLLM, so the engine never idles between steps

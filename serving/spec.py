@@ -20,7 +20,7 @@ from serving.vllm_args import ENGINE_ARGS, FRONTEND_ARGS, VLLM_VERSION
 
 Quantization = Literal["none", "fp8", "fp8_online"]
 KvCacheDtype = Literal["auto", "fp8"]
-RouterKind = Literal["prefix_affinity", "power_of_two", "round_robin"]
+RouterKind = Literal["prefix_affinity", "servestack_prefix_affinity", "power_of_two", "round_robin"]
 Placement = Literal["auto", "STRICT_PACK", "PACK", "SPREAD", "STRICT_SPREAD"]
 
 _SERVED_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,50}[a-z0-9])?$")
@@ -123,7 +123,9 @@ class Router(_Frozen):
 
     kind: RouterKind = Field(
         default="prefix_affinity",
-        description="prefix_affinity routes shared prefixes to the replica caching them.",
+        description="prefix_affinity routes shared prefixes to the replica caching them (Ray's "
+        "PrefixCacheAffinityRouter); servestack_prefix_affinity is servestack's own, which "
+        "works under HAProxy + direct streaming (serving.routing).",
     )
     imbalanced_threshold: float | None = Field(
         default=None, gt=0, description="Queue-length gap beyond which load wins over affinity."

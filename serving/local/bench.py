@@ -99,8 +99,8 @@ class WorkloadReport(_Frozen):
 
 
 def default_variants(spec: ModelSpec) -> list[Variant]:
-    """Fast paths on against off (power of two on both, so only the data path differs); the
-    profile's prefix affinity against power of two, both with the fast paths on."""
+    """Fast paths on against off (power of two on both, so only the data path differs); Ray's
+    prefix affinity and servestack's (serving.routing) against power of two, fast paths on."""
     return [
         Variant(
             name="fast-paths-on/power-of-two",
@@ -118,6 +118,12 @@ def default_variants(spec: ModelSpec) -> list[Variant]:
             name="fast-paths-on/prefix-affinity",
             fast_paths=True,
             router="prefix_affinity",
+            workloads=("multi-prompt",),
+        ),
+        Variant(
+            name="fast-paths-on/servestack-prefix-affinity",
+            fast_paths=True,
+            router="servestack_prefix_affinity",
             workloads=("multi-prompt",),
         ),
     ]
@@ -357,17 +363,21 @@ def ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
             found[key] = getattr(by[a], field) / getattr(by[b], field)
 
     on, off = "fast-paths-on/power-of-two", "fast-paths-off/power-of-two"
-    affinity = "fast-paths-on/prefix-affinity"
     for workload in ("decode-heavy", "prefill-heavy"):
         ratio(f"{workload}: fast paths on/off, requests/s", (on, workload), (off, workload),
               "requests_per_s")  # fmt: skip
-    ratio("multi-prompt: prefix affinity/power of two, requests/s",
-          (affinity, "multi-prompt"), (on, "multi-prompt"), "requests_per_s")  # fmt: skip
-    if (affinity, "multi-prompt") in by and (on, "multi-prompt") in by:
-        found["multi-prompt: prefix affinity cache hit rate"] = by[
-            (affinity, "multi-prompt")
-        ].cache_hit_rate
-        found["multi-prompt: power of two cache hit rate"] = by[(on, "multi-prompt")].cache_hit_rate
+    routers = {
+        "Ray prefix affinity": "fast-paths-on/prefix-affinity",
+        "servestack prefix affinity": "fast-paths-on/servestack-prefix-affinity",
+    }
+    for label, variant in routers.items():
+        ratio(f"multi-prompt: {label}/power of two, requests/s",
+              (variant, "multi-prompt"), (on, "multi-prompt"), "requests_per_s")  # fmt: skip
+    for label, variant in {"power of two": on, **routers}.items():
+        if (variant, "multi-prompt") in by:
+            found[f"multi-prompt: {label} cache hit rate"] = by[
+                (variant, "multi-prompt")
+            ].cache_hit_rate
     return found
 
 

@@ -1,0 +1,159 @@
+"""servestack's prefix-affinity request router for Ray Serve 2.56 (issue 8).
+
+Why not Ray's PrefixCacheAffinityRouter: under HAProxy + direct streaming, HAProxy asks the
+LLMRouter deployment for a replica through `handle.choose_replica(..., _reserve=False)`. That
+fast path (ray/serve/_private/router.py) calls the router's `choose_replicas` and takes the first
+replica of the first rank; it never calls `on_request_routed` (where Ray's router fills its
+prefix tree) and never probes queue lengths. Ray's tree stays empty, every replica ties, and the
+first one takes every request. (Ray's power of two on that path is a uniform random pick of
+two, first one taken: no queue is ever compared.)
+
+This router keeps everything it needs inside `choose_replicas`, so it works the same on that
+fast path and on Serve's normal path:
+
+- prefix matching on hashed text chunks of the prompt (chained, so a chunk's hash names the
+  whole prefix up to it): the replica that owns the longest matching run of chunks wins;
+- load bound without a round trip: the router counts the requests it sent to each replica in
+  the last `window_s` seconds (it sees no completions on the fast path); a replica above
+  `imbalance_ratio` x the mean plus `slack_requests` is not chosen for affinity;
+- otherwise, and for prompts nobody owns, power of two on those counts, which also spreads a
+  skewed workload (one hot prompt) once its owner is over the bound.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from typing import Any
+
+# Ray's public module re-exports these without __all__, which strict mypy does not count.
+from ray.serve.request_router import (  # type: ignore[attr-defined]
+    PendingRequest,
+    ReplicaID,
+    RequestRouter,
+    RunningReplica,
+)
+
+ROUTER_CLASS = "serving.routing:PrefixAffinityRouter"
+
+DEFAULT_CHUNK_CHARS = 256
+DEFAULT_MAX_CHUNKS = 256
+DEFAULT_WINDOW_S = 10.0
+DEFAULT_IMBALANCE_RATIO = 1.5
+DEFAULT_SLACK_REQUESTS = 4
+DEFAULT_MAX_ENTRIES = 200_000
+
+
+def prompt_text(pending_request: PendingRequest | None) -> str:
+    """The prompt a request carries: chat messages or a completion prompt. The request is the
+    parsed OpenAI request on Serve's path, a namespace of the JSON body on the HAProxy path."""
+    if pending_request is None or not pending_request.args:
+        return ""
+    request = pending_request.args[0]
+    messages = getattr(request, "messages", None)
+    if isinstance(messages, list):
+        parts = []
+        for message in messages:
+            if isinstance(message, dict):
+                role, content = message.get("role"), message.get("content")
+            else:
+                role, content = getattr(message, "role", None), getattr(message, "content", None)
+            if isinstance(content, list):
+                content = " ".join(
+                    str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content
+                )
+            parts.append(f"{role}:{content}")
+        return "\n".join(parts)
+    prompt = getattr(request, "prompt", None)
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
+        return prompt[0]
+    return prompt if isinstance(prompt, str) else ""
+
+
+def chunk_hashes(text: str, chunk_chars: int, max_chunks: int) -> list[int]:
+    """Chained hashes of the prompt's whole chunks: equal hashes mean equal prefixes."""
+    hashes, previous = [], 0
+    for start in range(0, min(len(text), chunk_chars * max_chunks) - chunk_chars + 1, chunk_chars):
+        previous = hash((previous, text[start : start + chunk_chars]))
+        hashes.append(previous)
+    return hashes
+
+
+class PrefixAffinityRouter(RequestRouter):
+    """Routes a shared prefix to the replica that served it, unless that replica is overloaded;
+    power of two on the router's own recent counts otherwise."""
+
+    def initialize_state(
+        self,
+        chunk_chars: int = DEFAULT_CHUNK_CHARS,
+        max_chunks: int = DEFAULT_MAX_CHUNKS,
+        window_s: float = DEFAULT_WINDOW_S,
+        imbalance_ratio: float = DEFAULT_IMBALANCE_RATIO,
+        slack_requests: int = DEFAULT_SLACK_REQUESTS,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        **_: Any,
+    ) -> None:
+        self._chunk_chars = chunk_chars
+        self._max_chunks = max_chunks
+        self._window_s = window_s
+        self._imbalance_ratio = imbalance_ratio
+        self._slack_requests = slack_requests
+        self._max_entries = max_entries
+        self._owners: OrderedDict[int, ReplicaID] = OrderedDict()
+        self._recent: dict[ReplicaID, deque[float]] = {}
+
+    async def choose_replicas(
+        self,
+        candidate_replicas: list[RunningReplica],
+        pending_request: PendingRequest | None = None,
+    ) -> list[list[RunningReplica]]:
+        if not candidate_replicas:
+            return []
+        by_id = {replica.replica_id: replica for replica in candidate_replicas}
+        chosen = self.pick(list(by_id), prompt_text(pending_request), time.monotonic())
+        return [[by_id[chosen]]]
+
+    # Pure decision logic, separate from Ray's types so it can be tested on its own.
+    def pick(self, candidates: Sequence[ReplicaID], text: str, now: float) -> ReplicaID:
+        if not hasattr(self, "_owners"):
+            self.initialize_state()
+        load = {replica: self._load(replica, now) for replica in candidates}
+        hashes = chunk_hashes(text, self._chunk_chars, self._max_chunks) if text else []
+        owner = None
+        for block in hashes:
+            holder = self._owners.get(block)
+            if holder is None or holder not in load:
+                break
+            owner = holder
+        chosen = owner if owner is not None and not self._overloaded(owner, load) else None
+        if chosen is None:
+            chosen = self._power_of_two(candidates, load)
+        for block in hashes:
+            # The first replica to serve a prefix owns it; spill-overs do not steal it, so a
+            # hot prefix keeps one home and only its overflow goes elsewhere.
+            if block not in self._owners or self._owners[block] not in load:
+                self._owners[block] = chosen
+            self._owners.move_to_end(block)
+        while len(self._owners) > self._max_entries:
+            self._owners.popitem(last=False)
+        self._recent.setdefault(chosen, deque()).append(now)
+        return chosen
+
+    def _load(self, replica: ReplicaID, now: float) -> int:
+        sent = self._recent.get(replica)
+        if sent is None:
+            return 0
+        while sent and now - sent[0] > self._window_s:
+            sent.popleft()
+        return len(sent)
+
+    def _overloaded(self, replica: ReplicaID, load: dict[ReplicaID, int]) -> bool:
+        mean = sum(load.values()) / len(load)
+        return load[replica] > self._imbalance_ratio * mean + self._slack_requests
+
+    @staticmethod
+    def _power_of_two(candidates: Sequence[ReplicaID], load: dict[ReplicaID, int]) -> ReplicaID:
+        pair = random.sample(list(candidates), k=min(2, len(candidates)))
+        return min(pair, key=lambda replica: load[replica])

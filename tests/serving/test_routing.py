@@ -1,0 +1,109 @@
+"""servestack's prefix-affinity router decides on its own state, with no round trip: a shared
+prefix returns to the replica that served it, load stays bounded, a hot prompt spreads, and the
+compiler emits the class with the body forwarded to it."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from serving.compiler import cluster_env, llm_config
+from serving.loading import validate
+from serving.routing import ROUTER_CLASS, PrefixAffinityRouter, chunk_hashes, prompt_text
+from serving.spec import ModelSpec
+
+REPLICAS = ["r1", "r2", "r3", "r4"]
+
+
+def router(**kwargs: Any) -> PrefixAffinityRouter:
+    # The decision logic needs none of Ray's wiring (handles, metrics), only its own state.
+    instance = PrefixAffinityRouter.__new__(PrefixAffinityRouter)
+    instance.initialize_state(**kwargs)
+    return instance
+
+
+def system_prompt(index: int, words: int = 400) -> str:
+    return " ".join(f"p{index}w{i}" for i in range(words))
+
+
+def send(chosen: PrefixAffinityRouter, prompts: list[str], gap_s: float = 0.05) -> list[Any]:
+    return [chosen.pick(REPLICAS, prompt, now=i * gap_s) for i, prompt in enumerate(prompts)]
+
+
+def test_a_shared_prefix_returns_to_the_replica_that_served_it() -> None:
+    chosen = router()
+    first = chosen.pick(REPLICAS, system_prompt(0) + " question one", now=0.0)
+    assert chosen.pick(REPLICAS, system_prompt(0) + " another question", now=0.1) == first
+
+
+def test_eight_prompts_on_four_replicas_stay_home_and_balanced() -> None:
+    random.seed(3)
+    order = [i % 8 for i in range(400)]
+    random.shuffle(order)
+    chosen = router()
+    picks = send(chosen, [system_prompt(i) + f" q{n}" for n, i in enumerate(order)])
+    homes: dict[int, Counter[Any]] = {}
+    for prompt, replica in zip(order, picks, strict=True):
+        homes.setdefault(prompt, Counter())[replica] += 1
+    # Nearly every request of a prompt lands where that prompt lives.
+    at_home = sum(counter.most_common(1)[0][1] for counter in homes.values())
+    assert at_home / len(order) >= 0.9
+    counts = Counter(picks)
+    assert len(counts) == len(REPLICAS)
+    assert max(counts.values()) <= 2 * min(counts.values())
+
+
+def test_a_hot_prompt_spills_over_to_the_other_replicas() -> None:
+    chosen = router()
+    picks = send(chosen, [system_prompt(0) + f" q{n}" for n in range(400)])
+    counts = Counter(picks)
+    assert len(counts) == len(REPLICAS)
+    assert max(counts.values()) < 0.6 * len(picks)
+
+
+def test_a_prompt_whose_replica_is_gone_goes_to_a_live_one() -> None:
+    chosen = router()
+    first = chosen.pick(REPLICAS, system_prompt(1), now=0.0)
+    others = [r for r in REPLICAS if r != first]
+    assert chosen.pick(others, system_prompt(1), now=0.1) in others
+
+
+def test_prompt_text_reads_both_routing_paths() -> None:
+    body = SimpleNamespace(messages=[{"role": "system", "content": "be brief"}])
+    assert prompt_text(SimpleNamespace(args=[body])) == "system:be brief"  # type: ignore[arg-type]
+    completion = SimpleNamespace(prompt=["once upon"], messages=None)
+    assert prompt_text(SimpleNamespace(args=[completion])) == "once upon"  # type: ignore[arg-type]
+    assert prompt_text(SimpleNamespace(args=[])) == ""  # type: ignore[arg-type]
+
+
+def test_chunk_hashes_name_whole_prefixes() -> None:
+    a, b = "x" * 600 + "tail one", "x" * 600 + "tail two"
+    assert chunk_hashes(a, 256, 64)[:2] == chunk_hashes(b, 256, 64)[:2]
+    assert chunk_hashes("y" + a[1:], 256, 64)[1] != chunk_hashes(a, 256, 64)[1]
+
+
+BASE: dict[str, Any] = {
+    "name": "llama-3.1-8b",
+    "source": "meta-llama/Llama-3.1-8B-Instruct",
+    "architecture": "llama-3.1-8b",
+    "accelerator": "h100-80gb",
+    "max_model_len": 8192,
+}
+
+
+@pytest.mark.parametrize("direct_streaming", [True, False])
+def test_compiler_emits_the_router_and_forwards_it_the_body(direct_streaming: bool) -> None:
+    spec = validate(
+        ModelSpec,
+        BASE | {"router": "servestack_prefix_affinity",
+                "fast_paths": {"direct_streaming": direct_streaming}},
+        "test profile",
+    )  # fmt: skip
+    config = llm_config(spec)["deployment_config"]["request_router_config"]
+    assert config["request_router_class"] == ROUTER_CLASS
+    forwarded = "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY" in cluster_env(spec)
+    assert forwarded == direct_streaming
