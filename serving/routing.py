@@ -15,9 +15,10 @@ fast path and on Serve's normal path:
   whole prefix up to it): the replica that owns the longest matching run of chunks wins;
 - load bound without a round trip: the router counts the requests it sent to each replica in
   the last `window_s` seconds (it sees no completions on the fast path); a replica above
-  `imbalance_ratio` x the mean plus `slack_requests` is not chosen for affinity;
-- otherwise, and for prompts nobody owns, power of two on those counts, which also spreads a
-  skewed workload (one hot prompt) once its owner is over the bound.
+  `imbalance_ratio` x the least-loaded replica's count plus `slack_requests` is overloaded;
+- a prompt nobody owns goes by power of two on those counts; a prompt whose owner is overloaded
+  too, and the prompt moves there: shared prompts rebalance across replicas (each stays whole
+  on one), and one hot prompt keeps moving, so it spreads.
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ def chunk_hashes(text: str, chunk_chars: int, max_chunks: int) -> list[int]:
 
 
 class PrefixAffinityRouter(RequestRouter):
-    """Routes a shared prefix to the replica that served it, unless that replica is overloaded;
-    power of two on the router's own recent counts otherwise."""
+    """Routes a shared prefix to the replica that last served it, unless that replica is
+    overloaded; power of two on the router's own recent counts otherwise."""
 
     def initialize_state(
         self,
@@ -131,10 +132,9 @@ class PrefixAffinityRouter(RequestRouter):
         if chosen is None:
             chosen = self._power_of_two(candidates, load)
         for block in hashes:
-            # The first replica to serve a prefix owns it; spill-overs do not steal it, so a
-            # hot prefix keeps one home and only its overflow goes elsewhere.
-            if block not in self._owners or self._owners[block] not in load:
-                self._owners[block] = chosen
+            # The prefix now lives where this request went: a new prompt gets a home, and a
+            # prompt moved off an overloaded replica takes its later requests with it.
+            self._owners[block] = chosen
             self._owners.move_to_end(block)
         while len(self._owners) > self._max_entries:
             self._owners.popitem(last=False)
@@ -150,8 +150,8 @@ class PrefixAffinityRouter(RequestRouter):
         return len(sent)
 
     def _overloaded(self, replica: ReplicaID, load: dict[ReplicaID, int]) -> bool:
-        mean = sum(load.values()) / len(load)
-        return load[replica] > self._imbalance_ratio * mean + self._slack_requests
+        least = min(load.values())
+        return load[replica] > self._imbalance_ratio * least + self._slack_requests
 
     @staticmethod
     def _power_of_two(candidates: Sequence[ReplicaID], load: dict[ReplicaID, int]) -> ReplicaID:

@@ -107,3 +107,24 @@ def test_compiler_emits_the_router_and_forwards_it_the_body(direct_streaming: bo
     assert config["request_router_class"] == ROUTER_CLASS
     forwarded = "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY" in cluster_env(spec)
     assert forwarded == direct_streaming
+
+
+def test_prompts_move_off_a_replica_that_owns_too_many() -> None:
+    """Three of four prompts first land on one replica (as a random start can make them); the
+    router moves prompts until neither replica gets twice the other's requests."""
+    chosen, pair = router(), ["r1", "r2"]
+    for prompt in range(3):
+        chosen.pick(["r1"], system_prompt(prompt), now=0.0)
+    random.seed(5)
+    order = [i % 4 for i in range(200)]
+    random.shuffle(order)
+    picks = [
+        chosen.pick(pair, system_prompt(p) + f" q{n}", now=0.01 * n) for n, p in enumerate(order)
+    ]
+    counts = Counter(picks[40:])  # after the first moves
+    assert max(counts.values()) <= 2 * min(counts.values())
+    homes: dict[int, Counter[Any]] = {}
+    for prompt, replica in zip(order[40:], picks[40:], strict=True):
+        homes.setdefault(prompt, Counter())[replica] += 1
+    at_home = sum(counter.most_common(1)[0][1] for counter in homes.values())
+    assert at_home / len(order[40:]) >= 0.8

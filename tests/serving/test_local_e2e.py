@@ -1,0 +1,141 @@
+"""A shipped profile's compiled application, run on the CPU by a real local Ray Serve behind its
+HAProxy ingress with direct streaming, called with the official `openai` client.
+
+One local Ray serves the whole module (it takes most of a minute to start on two cores). After
+it is stopped, none of the processes it started may be left: not Ray's, not HAProxy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import openai
+import psutil
+import pytest
+
+from serving.compiler import cluster_env
+from serving.loading import load_profile
+from serving.local.bench import running_variant
+from serving.local.simulation import settings_from_plan
+from serving.spec import ModelSpec
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILE = REPO / "stacks" / "models" / "llama-3.1-8b.yaml"
+# The simulated engine's timing scaled down: these tests check behaviour, never speed.
+TIME_SCALE = 0.1
+
+
+@dataclass(frozen=True)
+class Running:
+    spec: ModelSpec
+    endpoint: str
+    client: openai.OpenAI
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return list(psutil.Process(pid).children(recursive=True))
+    except psutil.NoSuchProcess:
+        return []
+
+
+def alive(processes: list[psutil.Process]) -> list[str]:
+    left = []
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                left.append(f"{process.pid} {' '.join(process.cmdline())[:120]}")
+        except psutil.NoSuchProcess:
+            continue
+    return left
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    spec = load_profile(PROFILE)
+    # The profile as shipped: the fast paths and the prefix-affinity router are on.
+    assert cluster_env(spec)["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
+    assert cluster_env(spec)["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+    settings = settings_from_plan(spec, time_scale=TIME_SCALE)
+    log = tmp_path_factory.mktemp("local") / "serve.log"
+    started: list[psutil.Process] = []
+    with running_variant(spec, settings, log) as endpoint:
+        client = openai.OpenAI(base_url=f"{endpoint}/v1", api_key="unused", max_retries=0)
+        yield Running(spec, endpoint, client)
+        # Everything the local run started, HAProxy included, is a descendant of its process.
+        started = [
+            p for child in psutil.Process().children() for p in [child, *descendants(child.pid)]
+        ]
+        assert any("haproxy" in " ".join(p.cmdline()) for p in started if p.is_running())
+    # Ray's agents notice their raylet is gone on their next poll; give them time to exit.
+    deadline = time.monotonic() + 180
+    while alive(started) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert alive(started) == [], "the local run left processes behind"
+
+
+def chat_body(spec: ModelSpec, **changes: object) -> dict[str, object]:
+    return {
+        "model": spec.name,
+        "messages": [{"role": "user", "content": "Say something."}],
+        "max_tokens": 7,
+    } | changes
+
+
+def test_models_lists_the_profiles_model(running: Running) -> None:
+    assert [model.id for model in running.client.models.list()] == [running.spec.name]
+
+
+def test_streamed_chat_arrives_in_order_and_ends_with_done(running: Running) -> None:
+    stream = running.client.chat.completions.create(
+        model=running.spec.name,
+        messages=[{"role": "user", "content": "Count for me."}],
+        max_tokens=12,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    words = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert words == [f" w{i}" for i in range(12)]
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 12
+
+    # The client hides the terminator; the wire shows it.
+    body = chat_body(running.spec, stream=True)
+    with httpx.stream("POST", f"{running.endpoint}/v1/chat/completions", json=body) as response:
+        lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    assert all(json.loads(line[6:])["object"] == "chat.completion.chunk" for line in lines[:-1])
+
+
+def test_completions_and_plain_chat_answer(running: Running) -> None:
+    completion = running.client.completions.create(
+        model=running.spec.name, prompt="Once upon a time", max_tokens=4
+    )
+    assert completion.choices[0].text == " w0 w1 w2 w3"
+    chat = running.client.chat.completions.create(**chat_body(running.spec))  # type: ignore[call-overload]
+    assert chat.usage.completion_tokens == 7
+
+
+def test_malformed_request_gets_an_openai_error(running: Running) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        running.client.chat.completions.create(**chat_body(running.spec, max_tokens="many"))  # type: ignore[call-overload]
+    assert raised.value.status_code == 400
+    assert isinstance(raised.value.body, dict) and "max_tokens" in raised.value.body["message"]
+
+
+def test_too_long_a_request_names_the_profiles_context_length(running: Running) -> None:
+    too_many = running.spec.max_model_len
+    with pytest.raises(openai.BadRequestError) as raised:
+        running.client.chat.completions.create(**chat_body(running.spec, max_tokens=too_many))  # type: ignore[call-overload]
+    assert f"maximum context length is {running.spec.max_model_len}" in str(raised.value)
+
+
+def test_unknown_model_is_not_found(running: Running) -> None:
+    with pytest.raises(openai.NotFoundError):
+        running.client.chat.completions.create(**chat_body(running.spec, model="gpt-5"))  # type: ignore[call-overload]
