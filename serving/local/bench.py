@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import random
 import signal
 import subprocess
@@ -36,7 +37,9 @@ from serving.spec import Autoscaling, FastPaths, ModelSpec, Router, RouterKind
 
 WorkloadName = Literal["decode-heavy", "prefill-heavy", "multi-prompt"]
 WORKLOADS: tuple[WorkloadName, ...] = ("decode-heavy", "prefill-heavy", "multi-prompt")
-STOP_TIMEOUT_S = 120.0
+# serve.shutdown waits up to 30 s for the controller, then Ray stops its processes; on two
+# busy cores that can take minutes.
+STOP_TIMEOUT_S = 240.0
 
 
 class _Frozen(BaseModel):
@@ -312,7 +315,11 @@ def running_variant(
     ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
+        # Its own session: should a clean stop hang, its whole process group (the local Ray's
+        # processes and HAProxy) can be ended by id without touching anything else.
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True
+        )
         try:
             yield _await_ready(process, ready_timeout_s, log_path)
         finally:
@@ -321,7 +328,8 @@ def running_variant(
                 try:
                     process.wait(STOP_TIMEOUT_S)
                 except subprocess.TimeoutExpired:
-                    process.kill()
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
 
 

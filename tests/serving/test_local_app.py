@@ -223,9 +223,9 @@ class TestBenchmarkRequests:
         assert first["max_tokens"] == workload.output_tokens
 
     def test_variants_change_only_fast_paths_router_and_replicas(self, llama: ModelSpec) -> None:
-        off, affinity = (
-            v for v in bench.default_variants(llama) if v.name != "fast-paths-on/power-of-two"
-        )
+        variants = {v.name: v for v in bench.default_variants(llama)}
+        off = variants["fast-paths-off/power-of-two"]
+        affinity = variants["fast-paths-on/prefix-affinity"]
         slow = bench.variant_spec(llama, off, replicas=3)
         assert set(cluster_env(slow).values()) == {"0"}
         assert slow.router.kind == "power_of_two"
