@@ -113,6 +113,7 @@ def local_serve(
                 _deploy(application)
                 endpoint = f"http://127.0.0.1:{http_port}"
                 _wait_ready(application["name"], endpoint, ready_timeout_s)
+                _wait_haproxy_settled(Path(run_dir))
                 yield LocalServe(endpoint, spec.name, application, env)
             finally:
                 with contextlib.suppress(Exception):
@@ -152,6 +153,26 @@ def _wait_ready(name: str, endpoint: str, timeout_s: float) -> None:
             raise LocalServeError(
                 f"application {name} not ready after {timeout_s:.0f} s ({state}) {message}"
             )
+        time.sleep(1.0)
+
+
+# HAProxy reloads (a new process; the old one drains, then is hard-stopped after 120 s) each
+# time Serve rewrites its config, which it does again shortly after the application is up. A
+# request caught by that reload was seen to hang until the hard stop, so a run starts only
+# once the config has been still for a while.
+HAPROXY_QUIET_S = 10.0
+HAPROXY_SETTLE_TIMEOUT_S = 120.0
+
+
+def _wait_haproxy_settled(run_dir: Path) -> None:
+    deadline = time.monotonic() + HAPROXY_SETTLE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        configs = list(run_dir.rglob("*.cfg"))
+        if not configs:  # HAProxy is off: Serve's own proxy does not reload
+            return
+        newest = max(path.stat().st_mtime for path in configs)
+        if time.time() - newest >= HAPROXY_QUIET_S:
+            return
         time.sleep(1.0)
 
 

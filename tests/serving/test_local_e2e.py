@@ -67,10 +67,15 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     with running_variant(spec, settings, log) as endpoint:
         client = openai.OpenAI(base_url=f"{endpoint}/v1", api_key="unused", max_retries=0)
         yield Running(spec, endpoint, client)
-        # Everything the local run started, HAProxy included, is a descendant of its process.
-        started = [
-            p for child in psutil.Process().children() for p in [child, *descendants(child.pid)]
+        # Everything the local run started, HAProxy included, descends from its runtime process
+        # (other tests of the session may have a Ray of their own: not ours to judge).
+        runtimes = [
+            child
+            for child in psutil.Process().children()
+            if "serving.local.runtime" in " ".join(child.cmdline())
         ]
+        assert len(runtimes) == 1
+        started = [runtimes[0], *descendants(runtimes[0].pid)]
         assert any("haproxy" in " ".join(p.cmdline()) for p in started if p.is_running())
     # Ray's agents notice their raylet is gone on their next poll; give them time to exit.
     deadline = time.monotonic() + 180
