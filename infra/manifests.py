@@ -9,8 +9,10 @@ the LlmService component makes from a Pulumi secret.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -20,6 +22,7 @@ from serving.compiler import (
     PROFILE_ANNOTATION,
     RAY_VERSION,
     SERVE_PORT,
+    SERVESTACK_ROUTERS,
     WorkerShape,
     cluster_env,
     gcs_weights,
@@ -46,6 +49,10 @@ DEPLOYMENT_UNHEALTHY_SECONDS = 3600
 AUTOSCALER_IDLE_TIMEOUT_SECONDS = 600
 TERMINATION_GRACE_SECONDS = 120
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+# servestack's own request router reaches the stock Ray image as source: a ConfigMap holding the
+# `serving` package's router module, mounted on the head and every worker and put on the path.
+ROUTER_PACKAGE_ROOT = "/opt/servestack"
+ROUTER_MODULE = "serving.routing"
 
 _DNS_LABEL = re.compile(r"[^a-z0-9-]+")
 
@@ -76,11 +83,53 @@ def ray_version(image: str) -> str:
     return match.group(1) if match else RAY_VERSION
 
 
+def ships_router(spec: ModelSpec) -> bool:
+    """Whether the model routes with servestack's own router, whose code the pods need."""
+    return spec.router.kind in SERVESTACK_ROUTERS
+
+
+def router_configmap_name(spec: ModelSpec) -> str:
+    return f"{resource_name(spec)}-servestack-router"
+
+
+def router_configmap(spec: ModelSpec) -> dict[str, Any]:
+    """The router's module as the package `serving` holds it: imported by Ray Serve in every
+    process that routes (the ingress request router on workers, proxies on every node). It
+    needs only Ray and the standard library, which the stock image has."""
+    module = importlib.util.find_spec(ROUTER_MODULE)
+    assert module is not None and module.origin is not None
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": router_configmap_name(spec), "namespace": SERVING_NAMESPACE},
+        "data": {"__init__.py": "", "routing.py": Path(module.origin).read_text()},
+    }
+
+
+def _router_volume(spec: ModelSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts) that put servestack's router on the pod's Python path."""
+    if not ships_router(spec):
+        return [], []
+    package = ROUTER_MODULE.partition(".")[0]
+    return (
+        [{"name": "servestack-router", "configMap": {"name": router_configmap_name(spec)}}],
+        [
+            {
+                "name": "servestack-router",
+                "mountPath": f"{ROUTER_PACKAGE_ROOT}/{package}",
+                "readOnly": True,
+            }
+        ],
+    )
+
+
 def _env(spec: ModelSpec, with_token: bool) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": name, "value": value} for name, value in cluster_env(spec).items()
     ]
     env.append({"name": "HF_HOME", "value": HF_CACHE_PATH})
+    if ships_router(spec):
+        env.append({"name": "PYTHONPATH", "value": ROUTER_PACKAGE_ROOT})
     if with_token:
         env.append(
             {
@@ -97,7 +146,8 @@ def _quantity(size_bytes: int) -> str:
 
 def _head(spec: ModelSpec, image: str, with_token: bool) -> dict[str, Any]:
     resources = {"cpu": str(HEAD_CPUS), "memory": _quantity(HEAD_MEMORY_BYTES)}
-    return {
+    volumes, mounts = _router_volume(spec)
+    head: dict[str, Any] = {
         # The head schedules and routes; it runs no replica (num-cpus 0) and needs no GPU.
         "rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"},
         "template": {
@@ -121,6 +171,10 @@ def _head(spec: ModelSpec, image: str, with_token: bool) -> dict[str, Any]:
             }
         },
     }
+    if volumes:
+        head["template"]["spec"]["volumes"] = volumes
+        head["template"]["spec"]["containers"][0]["volumeMounts"] = mounts
+    return head
 
 
 def _worker_group(
@@ -144,6 +198,9 @@ def _worker_group(
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "hf-cache", "mountPath": HF_CACHE_PATH},
     ]
+    router_volumes, router_mounts = _router_volume(spec)
+    volumes += router_volumes
+    mounts += router_mounts
     annotations: dict[str, str] = {}
     weights = gcs_weights(spec)
     if weights is not None:

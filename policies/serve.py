@@ -53,7 +53,7 @@ def _image_floor(
     found = _version(image)
     if found is None or found < tuple(int(part) for part in floor.split(".")):
         yield (
-            f"{view.name}: image {image} runs direct streaming with PrefixCacheAffinityRouter "
+            f"{view.name}: image {image} runs direct streaming with a prefix-affinity router "
             f"below Ray {floor}; Ray 2.56.0 hangs every such request (ray#64326)"
         )
 
@@ -117,7 +117,7 @@ def _fp8_compute(
 SERVING_POLICIES = [
     resource_policy(
         "serving-rayservice-image-floor",
-        "Direct streaming with PrefixCacheAffinityRouter runs Ray 2.56.1 or newer.",
+        "Direct streaming with a prefix-affinity router runs Ray 2.56.1 or newer.",
         "Set servestack:ray_image to rayproject/ray-llm:2.56.1-py311-cu128 or newer.",
         _image_floor,
         severity=Severity.CRITICAL,

@@ -39,6 +39,9 @@ ROUTER_CLASSES: dict[RouterKind, str | None] = {
     "power_of_two": None,
 }
 # Ray Serve's default router (ray.serve._private.constants.DEFAULT_REQUEST_ROUTER_PATH).
+# Routers whose code is servestack's: the cluster's stock Ray image lacks it, so infra ships the
+# module with the RayService (a mounted ConfigMap on the Python path).
+SERVESTACK_ROUTERS: frozenset[RouterKind] = frozenset({"servestack_prefix_affinity"})
 RAY_DEFAULT_ROUTER_CLASS = "ray.serve._private.request_router:PowerOfTwoChoicesRequestRouter"
 # Routers that read the prompt. Under direct streaming HAProxy asks the router for a replica and
 # sends it only the request line unless told to forward the body; without the body a prompt-based

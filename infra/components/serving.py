@@ -29,8 +29,10 @@ from infra.manifests import (
     model_ingress,
     rayservice,
     resource_name,
+    router_configmap,
     serve_service_name,
     service_account_name,
+    ships_router,
 )
 from serving.compiler import gcs_weights
 from serving.spec import ModelSpec
@@ -207,6 +209,13 @@ class LlmService(pulumi.ComponentResource):
                     metadata={"name": hf_secret_name(spec), "namespace": SERVING_NAMESPACE},
                     string_data={HF_TOKEN_KEY: args.hf_token},
                     opts=child,
+                )
+            )
+        if ships_router(spec):
+            code = router_configmap(spec)
+            depends.append(
+                k8s.core.v1.ConfigMap(
+                    f"{name}-router", metadata=code["metadata"], data=code["data"], opts=child
                 )
             )
         manifest = rayservice(spec, args.image, with_hf_token=with_token)

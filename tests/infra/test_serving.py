@@ -9,9 +9,11 @@ reaches any resource in plaintext.
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib
 import json
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -29,12 +31,13 @@ from infra_support import (
     use_stack,
 )
 
+from infra.components.serving import LlmService, LlmServiceArgs
 from infra.config import load_stack
-from infra.manifests import model_ingress, rayservice
+from infra.manifests import model_ingress, rayservice, router_configmap
 from serving.compiler import cluster_env, serve_config, worker_shapes
 from serving.loading import load_profile
 from serving.scheduling import MACHINE_TYPE_LABEL
-from serving.spec import ModelSpec
+from serving.spec import ModelSpec, Router
 
 CRD = Path(__file__).parent / "crds" / "ray.io_rayservices.yaml"
 PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))
@@ -289,3 +292,68 @@ class TestProgram:
             assert registered[rendered["metadata"]["name"]]["spec"] == json.loads(
                 json.dumps(rendered["spec"])
             )
+
+
+class TestServestacksRouter:
+    """servestack's own request router reaches the stock Ray image as source on the path."""
+
+    @staticmethod
+    def spec() -> ModelSpec:
+        return load_profile(REPO / "stacks/models/llama-3.1-8b.yaml").model_copy(
+            update={"router": Router(kind="servestack_prefix_affinity")}
+        )
+
+    def test_every_ray_container_mounts_the_router_and_has_it_on_the_path(self) -> None:
+        manifest = rayservice(self.spec(), IMAGE)
+        validate_rayservice(manifest)
+        cluster = manifest["spec"]["rayClusterConfig"]
+        router_class = yaml.safe_load(manifest["spec"]["serveConfigV2"])["applications"][0]["args"][
+            "llm_configs"
+        ][0]["deployment_config"]["request_router_config"]["request_router_class"]
+        module = router_class.partition(":")[0]
+        for pod in [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]:
+            (container,) = pod["template"]["spec"]["containers"]
+            path = {e["name"]: e.get("value") for e in container["env"]}["PYTHONPATH"]
+            mounts = {m["mountPath"] for m in container["volumeMounts"]}
+            # The class's module resolves under the mount: <path>/serving/routing.py.
+            assert f"{path}/{module.rpartition('.')[0].replace('.', '/')}" in mounts
+
+    def test_the_configmap_holds_the_router_module_as_it_is(self) -> None:
+        configmap = router_configmap(self.spec())
+        kubernetes_validate.validate(configmap, KUBERNETES_VERSION, strict=True)
+        assert configmap["data"]["routing.py"] == (REPO / "serving/routing.py").read_text()
+        assert configmap["data"]["__init__.py"] == ""
+
+    def test_the_router_module_needs_nothing_the_stock_image_lacks(self) -> None:
+        tree = ast.parse((REPO / "serving/routing.py").read_text())
+        roots = {
+            alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+            for alias in node.names
+        } | {
+            node.module.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+        }  # fmt: skip
+        assert roots - set(sys.stdlib_module_names) <= {"ray"}
+
+    def test_rays_router_ships_nothing(self) -> None:
+        manifest = rayservice(load_profile(REPO / "stacks/models/llama-3.1-8b.yaml"), IMAGE)
+        head = manifest["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+        assert "volumes" not in head
+        assert "PYTHONPATH" not in {e["name"] for e in head["containers"][0]["env"]}
+
+    def test_the_program_registers_the_router_before_the_rayservice(
+        self, mocks: RecordingMocks
+    ) -> None:
+        run(
+            lambda: LlmService(
+                "llm",
+                LlmServiceArgs(
+                    spec=self.spec(), project="p", image=IMAGE, host=None,
+                    requests_per_second=20, stream_timeout_s=600,
+                ),
+            )
+        )  # fmt: skip
+        (configmap,) = mocks.of_type("kubernetes:core/v1:ConfigMap")
+        assert configmap.inputs["metadata"]["name"] == "llama-3-1-8b-servestack-router"
+        assert "class PrefixAffinityRouter" in configmap.inputs["data"]["routing.py"]
