@@ -94,7 +94,7 @@ class PrefixAffinityRouter(RequestRouter):
         imbalance_ratio: float = DEFAULT_IMBALANCE_RATIO,
         slack_requests: int = DEFAULT_SLACK_REQUESTS,
         max_entries: int = DEFAULT_MAX_ENTRIES,
-        **_: Any,
+        **_: Any,  # Ray's signature; the profile's router section admits only the names above
     ) -> None:
         self._chunk_chars = chunk_chars
         self._max_chunks = max_chunks

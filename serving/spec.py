@@ -137,6 +137,23 @@ class Router(_Frozen):
     eviction_threshold_chars: int | None = Field(default=None, gt=0)
     eviction_target_chars: int | None = Field(default=None, gt=0)
     eviction_interval_secs: int | None = Field(default=None, gt=0)
+    # servestack_prefix_affinity (serving/routing.py); unset ones keep the router's defaults.
+    chunk_chars: int | None = Field(
+        default=None, ge=16, description="Prompt characters per hashed prefix chunk."
+    )
+    max_chunks: int | None = Field(default=None, ge=1, description="Chunks of a prompt matched.")
+    window_s: float | None = Field(
+        default=None, gt=0, description="Seconds of recent routing that count as a replica's load."
+    )
+    imbalance_ratio: float | None = Field(
+        default=None,
+        ge=1,
+        description="Load above this times the least-loaded replica's is too much.",
+    )
+    slack_requests: int | None = Field(
+        default=None, ge=0, description="Requests of headroom before the imbalance ratio applies."
+    )
+    max_entries: int | None = Field(default=None, ge=1, description="Prefix chunks remembered.")
 
     @model_validator(mode="before")
     @classmethod
@@ -144,18 +161,32 @@ class Router(_Frozen):
         return {"kind": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _kwargs_only_for_prefix_affinity(self) -> Router:
-        given = sorted(self.affinity_kwargs())
-        if given and self.kind != "prefix_affinity":
-            raise FixableValueError(
-                f"{', '.join(given)} tune the prefix_affinity router, not {self.kind}",
-                "remove them, or set kind: prefix_affinity",
-            )
+    def _kwargs_match_the_kind(self) -> Router:
+        for kind, names in ROUTER_KWARGS.items():
+            given = sorted(n for n in names if getattr(self, n) is not None)
+            if given and self.kind != kind:
+                raise FixableValueError(
+                    f"{', '.join(given)} tune the {kind} router, not {self.kind}",
+                    f"remove them, or set kind: {kind}",
+                )
         return self
 
     def affinity_kwargs(self) -> dict[str, float | int | bool]:
-        """The PrefixCacheAffinityRouter arguments the profile sets (unset ones keep Ray's)."""
+        """The arguments of the chosen router the profile sets (unset ones keep its defaults)."""
         return {k: v for k, v in self.model_dump(exclude={"kind"}).items() if v is not None}
+
+
+# Each router's tuning, by kind: PrefixCacheAffinityRouter's (Ray) and servestack's own.
+ROUTER_KWARGS: dict[str, tuple[str, ...]] = {
+    "prefix_affinity": (
+        "imbalanced_threshold", "match_rate_threshold", "do_eviction",
+        "eviction_threshold_chars", "eviction_target_chars", "eviction_interval_secs",
+    ),
+    "servestack_prefix_affinity": (
+        "chunk_chars", "max_chunks", "window_s", "imbalance_ratio", "slack_requests",
+        "max_entries",
+    ),
+}  # fmt: skip
 
 
 class Autoscaling(_Frozen):

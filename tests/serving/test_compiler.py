@@ -430,3 +430,13 @@ class TestWorkerShapes:
         accelerator_type to find it."""
         (shape,) = worker_shapes(spec(accelerator="a100-80gb"))
         assert shape.ray_resources == {"accelerator_type:A100-80G": 1.0}
+
+
+def test_servestacks_router_takes_its_tuning_from_the_profile() -> None:
+    compiled = spec(router={"kind": "servestack_prefix_affinity", "window_s": 5.0})
+    config = llm_config(compiled)["deployment_config"]["request_router_config"]
+    assert config == {
+        "request_router_class": "serving.routing:PrefixAffinityRouter",
+        "request_router_kwargs": {"window_s": 5.0},
+    }
+    assert cluster_env(compiled)["RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY"] == "1"

@@ -273,6 +273,20 @@ class TestRouter:
         )
         assert "kind: prefix_affinity" in error.fix
 
+    def test_servestack_router_tuning_on_rays_router_is_rejected(self) -> None:
+        error = the_problem(router={"kind": "prefix_affinity", "window_s": 5})
+        assert (
+            error.problem
+            == "window_s tune the servestack_prefix_affinity router, not prefix_affinity"
+        )
+        assert error.fix == "remove them, or set kind: servestack_prefix_affinity"
+
+    def test_servestack_router_tuning_reaches_its_router_as_set(self) -> None:
+        router = accepted(
+            router={"kind": "servestack_prefix_affinity", "imbalance_ratio": 2, "chunk_chars": 128}
+        ).router
+        assert router.affinity_kwargs() == {"imbalance_ratio": 2, "chunk_chars": 128}
+
     def test_prefix_affinity_tuning_reaches_the_router_as_set(self) -> None:
         router = accepted(router={"imbalanced_threshold": 4, "match_rate_threshold": 0.2}).router
         assert router.affinity_kwargs() == {"imbalanced_threshold": 4, "match_rate_threshold": 0.2}
