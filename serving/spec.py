@@ -122,10 +122,11 @@ class Router(_Frozen):
     """How Ray Serve picks a replica for a request."""
 
     kind: RouterKind = Field(
-        default="prefix_affinity",
-        description="prefix_affinity routes shared prefixes to the replica caching them (Ray's "
-        "PrefixCacheAffinityRouter); servestack_prefix_affinity is servestack's own, which "
-        "works under HAProxy + direct streaming (serving.routing).",
+        default="servestack_prefix_affinity",
+        description="servestack_prefix_affinity routes shared prefixes to the replica caching "
+        "them, load-bounded (serving.routing); prefix_affinity is Ray's "
+        "PrefixCacheAffinityRouter, which under HAProxy + direct streaming sends every request "
+        "to one replica (Ray 2.56.1).",
     )
     imbalanced_threshold: float | None = Field(
         default=None, gt=0, description="Queue-length gap beyond which load wins over affinity."

@@ -299,9 +299,9 @@ class TestServestacksRouter:
 
     @staticmethod
     def spec() -> ModelSpec:
-        return load_profile(REPO / "stacks/models/llama-3.1-8b.yaml").model_copy(
-            update={"router": Router(kind="servestack_prefix_affinity")}
-        )
+        spec = load_profile(REPO / "stacks/models/llama-3.1-8b.yaml")
+        assert spec.router.kind == "servestack_prefix_affinity"  # the shipped default
+        return spec
 
     def test_every_ray_container_mounts_the_router_and_has_it_on_the_path(self) -> None:
         manifest = rayservice(self.spec(), IMAGE)
@@ -337,7 +337,10 @@ class TestServestacksRouter:
         assert roots - set(sys.stdlib_module_names) <= {"ray"}
 
     def test_rays_router_ships_nothing(self) -> None:
-        manifest = rayservice(load_profile(REPO / "stacks/models/llama-3.1-8b.yaml"), IMAGE)
+        spec = load_profile(REPO / "stacks/models/llama-3.1-8b.yaml").model_copy(
+            update={"router": Router(kind="prefix_affinity")}
+        )
+        manifest = rayservice(spec, IMAGE)
         head = manifest["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
         assert "volumes" not in head
         assert "PYTHONPATH" not in {e["name"] for e in head["containers"][0]["env"]}

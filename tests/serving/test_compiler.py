@@ -100,7 +100,7 @@ def test_every_seed_feature_has_a_shipped_profile() -> None:
             s.architecture.key == "llama-3.3-70b"
             and s.weights_dtype == "fp8"
             and s.gpu.key == "h100-80gb"
-            and s.router.kind == "prefix_affinity"
+            and s.router.kind in ("prefix_affinity", "servestack_prefix_affinity")
         )
     )
     assert has(
@@ -264,13 +264,15 @@ class TestPlacement:
 class TestClusterEnv:
     """The 2.56 fast paths live on the head and every worker; each can be switched off."""
 
-    @pytest.mark.parametrize("router", ["prefix_affinity", "power_of_two", "round_robin"])
+    @pytest.mark.parametrize(
+        "router", ["servestack_prefix_affinity", "prefix_affinity", "power_of_two", "round_robin"]
+    )
     @pytest.mark.parametrize("direct_streaming", [True, False])
     def test_forward_body_exactly_when_a_body_aware_router_meets_direct_streaming(
         self, router: str, direct_streaming: bool
     ) -> None:
         env = cluster_env(spec(router=router, fast_paths={"direct_streaming": direct_streaming}))
-        expected = router == "prefix_affinity" and direct_streaming
+        expected = router.endswith("prefix_affinity") and direct_streaming
         assert ("RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY" in env) == expected
         assert env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == ("1" if direct_streaming else "0")
 

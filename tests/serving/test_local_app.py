@@ -225,12 +225,13 @@ class TestBenchmarkRequests:
     def test_variants_change_only_fast_paths_router_and_replicas(self, llama: ModelSpec) -> None:
         variants = {v.name: v for v in bench.default_variants(llama)}
         off = variants["fast-paths-off/power-of-two"]
-        affinity = variants["fast-paths-on/prefix-affinity"]
+        ours = variants["fast-paths-on/servestack-prefix-affinity"]
         slow = bench.variant_spec(llama, off, replicas=3)
         assert set(cluster_env(slow).values()) == {"0"}
         assert slow.router.kind == "power_of_two"
         assert slow.autoscaling.min_replicas == slow.autoscaling.max_replicas == 3
-        routed = bench.variant_spec(llama, affinity, replicas=2)
+        # The profile's own router (with its tuning) is kept where the variant names its kind.
+        routed = bench.variant_spec(llama, ours, replicas=2)
         assert routed.router == llama.router
         assert routed.fast_paths == llama.fast_paths
         untouched = {"fast_paths", "router", "autoscaling"}

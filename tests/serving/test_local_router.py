@@ -30,7 +30,7 @@ CACHED_PROMPTS = 3
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bench.WorkloadReport]:
     spec = load_profile(PROFILE)
-    assert spec.router.kind == "prefix_affinity"
+    assert spec.router.kind == "servestack_prefix_affinity"
     workload = bench.Workload(
         name="multi-prompt", input_tokens=PREFIX_TOKENS + 50, output_tokens=8,
         requests=32, concurrency=4, shared_prefixes=PREFIXES, prefix_tokens=PREFIX_TOKENS,

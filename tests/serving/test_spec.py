@@ -63,9 +63,11 @@ class TestDefaults:
     def test_minimal_profile_turns_on_prefix_caching(self) -> None:
         assert accepted().prefix_caching is True
 
-    def test_minimal_profile_routes_by_prefix_affinity_with_rays_own_tuning(self) -> None:
+    def test_minimal_profile_routes_by_servestacks_prefix_affinity_with_its_defaults(
+        self,
+    ) -> None:
         router = accepted().router
-        assert router.kind == "prefix_affinity"
+        assert router.kind == "servestack_prefix_affinity"
         assert router.affinity_kwargs() == {}
 
     def test_minimal_profile_turns_on_every_fast_path(self) -> None:
@@ -288,7 +290,13 @@ class TestRouter:
         assert router.affinity_kwargs() == {"imbalance_ratio": 2, "chunk_chars": 128}
 
     def test_prefix_affinity_tuning_reaches_the_router_as_set(self) -> None:
-        router = accepted(router={"imbalanced_threshold": 4, "match_rate_threshold": 0.2}).router
+        router = accepted(
+            router={
+                "kind": "prefix_affinity",
+                "imbalanced_threshold": 4,
+                "match_rate_threshold": 0.2,
+            }
+        ).router
         assert router.affinity_kwargs() == {"imbalanced_threshold": 4, "match_rate_threshold": 0.2}
 
 
