@@ -9,12 +9,7 @@ from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
-from serving.compiler import cluster_env, llm_config
-from serving.loading import validate
-from serving.routing import ROUTER_CLASS, PrefixAffinityRouter, chunk_hashes, prompt_text
-from serving.spec import ModelSpec
+from serving.routing import PrefixAffinityRouter, chunk_hashes, prompt_text
 
 REPLICAS = ["r1", "r2", "r3", "r4"]
 
@@ -84,29 +79,6 @@ def test_chunk_hashes_name_whole_prefixes() -> None:
     a, b = "x" * 600 + "tail one", "x" * 600 + "tail two"
     assert chunk_hashes(a, 256, 64)[:2] == chunk_hashes(b, 256, 64)[:2]
     assert chunk_hashes("y" + a[1:], 256, 64)[1] != chunk_hashes(a, 256, 64)[1]
-
-
-BASE: dict[str, Any] = {
-    "name": "llama-3.1-8b",
-    "source": "meta-llama/Llama-3.1-8B-Instruct",
-    "architecture": "llama-3.1-8b",
-    "accelerator": "h100-80gb",
-    "max_model_len": 8192,
-}
-
-
-@pytest.mark.parametrize("direct_streaming", [True, False])
-def test_compiler_emits_the_router_and_forwards_it_the_body(direct_streaming: bool) -> None:
-    spec = validate(
-        ModelSpec,
-        BASE | {"router": "servestack_prefix_affinity",
-                "fast_paths": {"direct_streaming": direct_streaming}},
-        "test profile",
-    )  # fmt: skip
-    config = llm_config(spec)["deployment_config"]["request_router_config"]
-    assert config["request_router_class"] == ROUTER_CLASS
-    forwarded = "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY" in cluster_env(spec)
-    assert forwarded == direct_streaming
 
 
 def test_prompts_move_off_a_replica_that_owns_too_many() -> None:
