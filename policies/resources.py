@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from serving import catalog
+from serving import catalog, planner
 from serving.catalog import MachineType
 from serving.compiler import PROFILE_ANNOTATION
 from serving.scheduling import GPU_RESOURCE, MACHINE_TYPE_LABEL
@@ -215,6 +215,16 @@ def deployments_of(
     if view is not None:
         for deployment in view.deployments():
             yield view, deployment
+
+
+def planner_verdicts(view: RayServiceView, deployment: Deployment, *codes: str) -> Iterator[str]:
+    """The planner's verdicts with these codes on the layout a deployment runs, as messages."""
+    spec = view.spec_for(deployment)
+    memory = planner.memory(spec, deployment.layout)
+    role = deployment.role if deployment.role in ("prefill", "decode") else "server"
+    for verdict in planner.verdicts(spec, role, deployment.layout, memory):  # type: ignore[arg-type]
+        if verdict.code in codes:
+            yield f"{view.name} ({deployment.role}): {verdict.message}"
 
 
 def node_pool_machine(props: Mapping[str, Any]) -> str | None:

@@ -10,8 +10,13 @@ from typing import Any
 from pulumi_policy import Severity
 
 from policies.common import ADVISORY, resource_policy
-from policies.resources import RayServiceView, UnreadableError, deployments_of, rayservice
-from serving import planner
+from policies.resources import (
+    RayServiceView,
+    UnreadableError,
+    deployments_of,
+    planner_verdicts,
+    rayservice,
+)
 from serving.compiler import BODY_AWARE_ROUTERS, RAY_VERSION, ROUTER_CLASSES
 
 FAST_PATH_VARIABLES = [
@@ -107,11 +112,7 @@ def _fp8_compute(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
     for view, deployment in deployments_of(resource_type, name, props):
-        spec = view.spec_for(deployment)
-        memory = planner.memory(spec, deployment.layout)
-        for verdict in planner.verdicts(spec, "server", deployment.layout, memory):
-            if verdict.code == "fp8-weight-only":
-                yield f"{view.name} ({deployment.role}): {verdict.message}"
+        yield from planner_verdicts(view, deployment, "fp8-weight-only")
 
 
 SERVING_POLICIES = [

@@ -17,17 +17,9 @@ from policies.resources import (
     RayServiceView,
     deployments_of,
     node_pool_machine,
+    planner_verdicts,
 )
 from serving import planner
-
-
-def _verdicts(view: RayServiceView, deployment: Deployment, *codes: str) -> Iterator[str]:
-    spec = view.spec_for(deployment)
-    memory = planner.memory(spec, deployment.layout)
-    role = deployment.role if deployment.role in ("prefill", "decode") else "server"
-    for verdict in planner.verdicts(spec, role, deployment.layout, memory):  # type: ignore[arg-type]
-        if verdict.code in codes:
-            yield f"{view.name} ({deployment.role}): {verdict.message}"
 
 
 def _tp_within_node(
@@ -73,7 +65,7 @@ def _fits(
         spec = view.spec_for(deployment)
         memory = planner.memory(spec, deployment.layout)
         if not memory.fits:
-            yield from _verdicts(view, deployment, "does-not-fit")
+            yield from planner_verdicts(view, deployment, "does-not-fit")
         elif memory.max_concurrent_sequences < wanted:
             yield (
                 f"{view.name} ({deployment.role}): its KV cache holds "
@@ -104,7 +96,7 @@ def _over_sharded(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
     for view, deployment in deployments_of(resource_type, name, props):
-        yield from _verdicts(view, deployment, "over-sharded")
+        yield from planner_verdicts(view, deployment, "over-sharded")
 
 
 def _expert_parallel(
@@ -114,7 +106,7 @@ def _expert_parallel(
         spec = view.spec_for(deployment)
         if spec.parallelism.expert:
             judged = Deployment(deployment.role, deployment.config, spec.parallelism, "")
-            yield from _verdicts(view, judged, "ep-on-dense", "ep-size-indivisible")
+            yield from planner_verdicts(view, judged, "ep-on-dense", "ep-size-indivisible")
 
 
 def _compact_for_multinode(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
