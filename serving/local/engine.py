@@ -14,7 +14,6 @@ Routing stats ride on standard OpenAI fields, so they survive every path through
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -42,6 +41,7 @@ from ray.llm._internal.serve.core.protocol import RawRequestInfo
 from serving.local.simulation import (
     PrefixCache,
     SimulationSettings,
+    StepLoop,
     chat_prompt,
     tokenize,
 )
@@ -87,9 +87,8 @@ class SimulatedEngine(LLMEngine):
         self.settings = SimulationSettings.from_env()
         self.cache = PrefixCache(self.settings.cache_tokens, self.settings.block_tokens)
         self.fingerprint = FINGERPRINT_PREFIX + uuid.uuid4().hex[:8]
-        self.running_sequences = 0
+        self.steps = StepLoop(self.settings)
         self.requests_served = 0
-        self._prefill_lock: asyncio.Lock | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -135,22 +134,11 @@ class SimulatedEngine(LLMEngine):
         return _Generation(len(tokens), cached, wanted)
 
     async def _words(self, generation: _Generation) -> AsyncIterator[str]:
-        """The output, paced: prefill of the uncached prompt (one prefill at a time on this
-        replica), then one decode step per word."""
-        if self._prefill_lock is None:
-            self._prefill_lock = asyncio.Lock()
-        async with self._prefill_lock:
-            delay = self.settings.prefill(generation.prompt_tokens - generation.cached_tokens)
-            if delay > 0:
-                await asyncio.sleep(delay)
-        self.running_sequences += 1
-        try:
-            for index in range(generation.max_tokens):
-                if index:
-                    await asyncio.sleep(self.settings.decode_step(self.running_sequences))
-                yield f" w{index}"
-        finally:
-            self.running_sequences -= 1
+        """The output, paced by the replica's engine steps: the uncached prompt is prefilled in
+        chunks beside the sequences already decoding, then one word comes per step."""
+        uncached = generation.prompt_tokens - generation.cached_tokens
+        async for index in self.steps.generate(uncached, generation.max_tokens):
+            yield f" w{index}"
 
     def _usage(self, generation: _Generation) -> dict[str, Any]:
         return {

@@ -9,18 +9,22 @@ measured. Its numbers are only as good as the planner's estimates it is fed from
 - The prefix cache is vLLM's idea in miniature: full blocks of `block_tokens` tokens, each keyed by
   a hash chained over all the blocks before it, evicted least recently used once the cache holds
   `cache_tokens` tokens. A request's hit is the leading run of blocks already cached.
-- Time: prefill costs `prefill_s_per_token` per uncached prompt token, one prefill at a time per
-  replica (prefill is compute-bound, so concurrent prefills only share the same GPU); each output
-  token costs one decode step, which grows with the number of sequences decoding on the replica.
+- Time: the replica runs vLLM V1's continuous batching with chunked prefill in miniature
+  (`StepLoop`). Each engine step decodes one token for every running sequence and spends what is
+  left of `max_num_batched_tokens` on waiting prompts, oldest first, in chunks. A step lasts one
+  decode step for the batch (which grows with the number of sequences decoding) plus
+  `prefill_s_per_token` for every prompt token it prefills, so a long uncached prompt slows every
+  sequence decoding beside it, as it does on a GPU. A prompt's last chunk yields its first token.
   All of it is multiplied by `time_scale`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -49,6 +53,8 @@ class SimulationSettings(BaseModel):
     )
     cache_tokens: int = Field(ge=0, description="Prefix-cache capacity of one replica, in tokens.")
     block_tokens: int = Field(default=DEFAULT_BLOCK_TOKENS, ge=1)
+    max_num_batched_tokens: int = Field(ge=1, description="Tokens one engine step computes.")
+    max_num_seqs: int = Field(ge=1, description="Sequences scheduled at once.")
     time_scale: float = Field(default=1.0, ge=0, description="Multiplies every simulated delay.")
 
     def to_env(self) -> dict[str, str]:
@@ -71,6 +77,11 @@ class SimulationSettings(BaseModel):
 
     def prefill(self, uncached_tokens: int) -> float:
         return uncached_tokens * self.prefill_s_per_token * self.time_scale
+
+    def step(self, decoding: int, prefill_tokens: int) -> float:
+        """Seconds of one engine step that decodes `decoding` sequences and prefills
+        `prefill_tokens` prompt tokens."""
+        return (self.decode_step(decoding) if decoding else 0.0) + self.prefill(prefill_tokens)
 
 
 def settings_from_plan(
@@ -101,6 +112,8 @@ def settings_from_plan(
         decode_s_per_sequence=max(slope, 0.0),
         cache_tokens=max(capacity, 0) if cache_tokens is None else cache_tokens,
         block_tokens=block_tokens,
+        max_num_batched_tokens=chunk,
+        max_num_seqs=spec.max_num_seqs,
         time_scale=time_scale,
     )
 
@@ -173,3 +186,81 @@ class PrefixCache:
 
     def clear(self) -> None:
         self._blocks.clear()
+
+
+class _Sequence:
+    """One request inside the step loop: prompt tokens still to prefill, tokens to emit."""
+
+    def __init__(self, prefill_tokens: int, max_tokens: int) -> None:
+        self.prefill_left = prefill_tokens
+        self.output_left = max_tokens
+        self.emitted: asyncio.Queue[int] = asyncio.Queue()
+        self.produced = 0
+        self.cancelled = False
+
+    def emit(self) -> None:
+        self.emitted.put_nowait(self.produced)
+        self.produced += 1
+        self.output_left -= 1
+
+
+class StepLoop:
+    """A replica's engine steps: continuous batching with chunked prefill, as vLLM V1 schedules.
+
+    Requests wait in arrival order; up to `max_num_seqs` are scheduled at once. Every step first
+    gives each decoding sequence its one token, then fills the rest of the token budget with
+    prompt chunks, oldest request first. The loop runs while there is work and sleeps otherwise.
+    """
+
+    def __init__(self, settings: SimulationSettings) -> None:
+        self.settings = settings
+        self._waiting: list[_Sequence] = []
+        self._scheduled: list[_Sequence] = []
+        self._task: asyncio.Task[None] | None = None
+        self.steps = 0
+        self.simulated_s = 0.0
+
+    @property
+    def running(self) -> int:
+        return len(self._scheduled)
+
+    async def generate(self, uncached_tokens: int, max_tokens: int) -> AsyncIterator[int]:
+        """Yields 0, 1, ... as each output token is produced. At least one prompt token is
+        always computed (vLLM recomputes the last one of a fully cached prompt)."""
+        sequence = _Sequence(max(uncached_tokens, 1), max_tokens)
+        self._waiting.append(sequence)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        try:
+            for _ in range(max_tokens):
+                yield await sequence.emitted.get()
+        finally:
+            sequence.cancelled = True
+
+    async def _run(self) -> None:
+        settings = self.settings
+        while True:
+            self._scheduled = [s for s in self._scheduled if not s.cancelled and s.output_left]
+            self._waiting = [s for s in self._waiting if not s.cancelled]
+            while self._waiting and len(self._scheduled) < settings.max_num_seqs:
+                self._scheduled.append(self._waiting.pop(0))
+            if not self._scheduled:
+                return
+            decoding = [s for s in self._scheduled if not s.prefill_left]
+            budget = settings.max_num_batched_tokens - len(decoding)
+            chunks: list[tuple[_Sequence, int]] = []
+            for sequence in self._scheduled:
+                if sequence.prefill_left and budget > 0:
+                    chunk = min(sequence.prefill_left, budget)
+                    chunks.append((sequence, chunk))
+                    budget -= chunk
+            duration = settings.step(len(decoding), sum(c for _, c in chunks))
+            await asyncio.sleep(duration)
+            self.steps += 1
+            self.simulated_s += duration
+            for sequence in decoding:
+                sequence.emit()
+            for sequence, chunk in chunks:
+                sequence.prefill_left -= chunk
+                if not sequence.prefill_left:
+                    sequence.emit()
