@@ -12,20 +12,24 @@ This router keeps everything it needs inside `choose_replicas`, so it works the 
 fast path and on Serve's normal path:
 
 - prefix matching on hashed text chunks of the prompt (chained, so a chunk's hash names the
-  whole prefix up to it): the replica that owns the longest matching run of chunks wins;
+  whole prefix up to it). The router remembers which replicas it sent each chunk to; the ones
+  holding the longest matching run are the prompt's holders;
 - load bound without a round trip: the router counts the requests it sent to each replica in
   the last `window_s` seconds (it sees no completions on the fast path); a replica above
   `imbalance_ratio` x the least-loaded replica's count plus `slack_requests` is overloaded;
-- a prompt nobody owns goes by power of two on those counts; a prompt whose owner is overloaded
-  too, and the prompt moves there: shared prompts rebalance across replicas (each stays whole
-  on one), and one hot prompt keeps moving, so it spreads.
+- a holder that is not overloaded takes the request (the least loaded of them): a cache hit;
+- a prompt nobody holds goes to the replica holding the fewest chunks (the emptiest cache, as
+  far as the router knows), so shared prompts spread evenly before any load builds up;
+- under skew, when every holder is overloaded, power of two on the counts picks among the
+  replicas that are not, and that replica becomes one more holder: a hot prompt ends up cached
+  on as many replicas as its traffic needs, and each of its requests is still a hit.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +47,7 @@ DEFAULT_CHUNK_CHARS = 256
 DEFAULT_MAX_CHUNKS = 256
 DEFAULT_WINDOW_S = 10.0
 DEFAULT_IMBALANCE_RATIO = 1.5
-DEFAULT_SLACK_REQUESTS = 4
+DEFAULT_SLACK_REQUESTS = 8
 DEFAULT_MAX_ENTRIES = 200_000
 
 
@@ -83,8 +87,8 @@ def chunk_hashes(text: str, chunk_chars: int, max_chunks: int) -> list[int]:
 
 
 class PrefixAffinityRouter(RequestRouter):
-    """Routes a shared prefix to the replica that last served it, unless that replica is
-    overloaded; power of two on the router's own recent counts otherwise."""
+    """Routes a shared prefix to a replica that already holds it, unless all of them are
+    overloaded; new prefixes to the emptiest replica; power of two under skew."""
 
     def initialize_state(
         self,
@@ -102,7 +106,9 @@ class PrefixAffinityRouter(RequestRouter):
         self._imbalance_ratio = imbalance_ratio
         self._slack_requests = slack_requests
         self._max_entries = max_entries
-        self._owners: OrderedDict[int, ReplicaID] = OrderedDict()
+        # chunk hash -> the replicas it was sent to, most recent first
+        self._holders: OrderedDict[int, list[ReplicaID]] = OrderedDict()
+        self._held: Counter[ReplicaID] = Counter()  # chunks each replica holds
         self._recent: dict[ReplicaID, deque[float]] = {}
 
     async def choose_replicas(
@@ -118,28 +124,50 @@ class PrefixAffinityRouter(RequestRouter):
 
     # Pure decision logic, separate from Ray's types so it can be tested on its own.
     def pick(self, candidates: Sequence[ReplicaID], text: str, now: float) -> ReplicaID:
-        if not hasattr(self, "_owners"):
+        if not hasattr(self, "_holders"):
             self.initialize_state()
         load = {replica: self._load(replica, now) for replica in candidates}
+        limit = self._imbalance_ratio * min(load.values()) + self._slack_requests
         hashes = chunk_hashes(text, self._chunk_chars, self._max_chunks) if text else []
-        owner = None
-        for block in hashes:
-            holder = self._owners.get(block)
-            if holder is None or holder not in load:
-                break
-            owner = holder
-        chosen = owner if owner is not None and not self._overloaded(owner, load) else None
-        if chosen is None:
-            chosen = self._power_of_two(candidates, load)
-        for block in hashes:
-            # The prefix now lives where this request went: a new prompt gets a home, and a
-            # prompt moved off an overloaded replica takes its later requests with it.
-            self._owners[block] = chosen
-            self._owners.move_to_end(block)
-        while len(self._owners) > self._max_entries:
-            self._owners.popitem(last=False)
+        holders = self._longest_match(hashes, load)
+        with_room = [replica for replica in holders if load[replica] <= limit]
+        if with_room:
+            chosen = min(with_room, key=load.__getitem__)
+        elif holders:
+            chosen = self._power_of_two(
+                [replica for replica in candidates if load[replica] <= limit] or candidates, load
+            )
+        else:
+            shuffled = random.sample(list(candidates), k=len(candidates))
+            chosen = min(shuffled, key=lambda replica: (self._held[replica], load[replica]))
+        self._remember(hashes, chosen)
         self._recent.setdefault(chosen, deque()).append(now)
         return chosen
+
+    def _longest_match(self, hashes: list[int], load: dict[ReplicaID, int]) -> list[ReplicaID]:
+        """The live replicas holding the longest run of the prompt's leading chunks."""
+        holders: list[ReplicaID] = []
+        for block in hashes:
+            held_by = [r for r in self._holders.get(block, ()) if r in load]
+            if holders:
+                held_by = [r for r in held_by if r in holders]
+            if not held_by:
+                break
+            holders = held_by
+        return holders
+
+    def _remember(self, hashes: list[int], chosen: ReplicaID) -> None:
+        """The prefix now also lives where this request went."""
+        for block in hashes:
+            held_by = self._holders.pop(block, [])
+            if chosen in held_by:
+                held_by.remove(chosen)
+            else:
+                self._held[chosen] += 1
+            self._holders[block] = [chosen, *held_by]
+        while len(self._holders) > self._max_entries:
+            _, forgotten = self._holders.popitem(last=False)
+            self._held.subtract(forgotten)
 
     def _load(self, replica: ReplicaID, now: float) -> int:
         sent = self._recent.get(replica)
@@ -149,11 +177,7 @@ class PrefixAffinityRouter(RequestRouter):
             sent.popleft()
         return len(sent)
 
-    def _overloaded(self, replica: ReplicaID, load: dict[ReplicaID, int]) -> bool:
-        least = min(load.values())
-        return load[replica] > self._imbalance_ratio * least + self._slack_requests
-
     @staticmethod
     def _power_of_two(candidates: Sequence[ReplicaID], load: dict[ReplicaID, int]) -> ReplicaID:
         pair = random.sample(list(candidates), k=min(2, len(candidates)))
-        return min(pair, key=lambda replica: load[replica])
+        return min(pair, key=load.__getitem__)
