@@ -30,6 +30,7 @@ def print_bench(
         table.add_column(column + (" ms" if " p" in column else ""), justify="right")
     table.add_column("cache hit", justify="right")
     table.add_column("requests per replica")
+    table.add_column("busiest/idlest", justify="right")
     table.add_column("failed", justify="right")
     for report in sorted(reports, key=lambda r: (r.workload, r.variant)):
         table.add_row(
@@ -43,6 +44,7 @@ def print_bench(
             _ms(report.itl_s.p99),
             f"{report.cache_hit_rate:.2f}",
             " ".join(str(n) for n in report.requests_per_replica.values()),
+            "—" if report.busiest_over_idlest is None else f"{report.busiest_over_idlest:.2f}",
             str(report.failed),
         )
     console.print(table)

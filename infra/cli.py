@@ -249,11 +249,16 @@ def bench_command(
     model: Annotated[str | None, typer.Option(help="The stack model to benchmark.")] = None,
     local: LocalFlag = False,
     requests: Annotated[
-        int, typer.Option(help="Requests per workload (multi-prompt sends twice as many).")
+        int,
+        typer.Option(
+            help="Requests per workload (multi-prompt and hot-prompt send twice as many)."
+        ),
     ] = 24,
     concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = 12,
     replicas: Annotated[int, typer.Option(help="Replicas of the model, fixed.")] = 2,
-    prefixes: Annotated[int, typer.Option(help="Shared system prompts (multi-prompt).")] = 4,
+    prefixes: Annotated[
+        int, typer.Option(help="Shared system prompts (multi-prompt, hot-prompt).")
+    ] = 4,
     prefix_tokens: Annotated[int, typer.Option(help="Tokens per shared system prompt.")] = 2000,
     cache_prompts: Annotated[
         float,
@@ -262,10 +267,16 @@ def bench_command(
             "so that routing decides the hit rate, as with many tenants on a real cluster."
         ),
     ] = 3.0,
+    hot_share: Annotated[
+        float,
+        typer.Option(help="Share of the hot-prompt workload's requests on its one hot prompt."),
+    ] = 0.5,
     time_scale: TimeScaleOption = 1.0,
     workload: Annotated[
         list[str] | None,
-        typer.Option(help="Only these workloads: decode-heavy, prefill-heavy, multi-prompt."),
+        typer.Option(
+            help="Only these workloads: decode-heavy, prefill-heavy, multi-prompt, hot-prompt."
+        ),
     ] = None,
     out: Annotated[
         Path | None, typer.Option(help="Output directory. [default: bench/MODEL]")
@@ -286,6 +297,11 @@ def bench_command(
         _positive(value, flag)
     _positive(cache_prompts, "--cache-prompts", allow_zero=True)
     _positive(time_scale, "--time-scale", allow_zero=True)
+    if not 0 <= hot_share < 1:
+        raise ServestackError(
+            "command line", "--hot-share", f"{hot_share:g} is not a share of the requests",
+            "use a number from 0 up to (not including) 1, e.g. --hot-share 0.5",
+        )  # fmt: skip
     _, simulation = _local_modules()
     from infra import bench_report
     from serving.local import bench
@@ -300,15 +316,12 @@ def bench_command(
     workloads = {
         name: w
         for name, w in bench.default_workloads(
-            requests, concurrency, prefixes, prefix_tokens
+            requests, concurrency, prefixes, prefix_tokens, hot_share
         ).items()
         if name in wanted
     }
-    prompt_tokens = workloads["multi-prompt"].input_tokens if "multi-prompt" in workloads else 0
     settings = simulation.settings_from_plan(
-        spec,
-        time_scale=time_scale,
-        cache_tokens=int(cache_prompts * (prompt_tokens or prefix_tokens + 50)),
+        spec, time_scale=time_scale, cache_tokens=int(cache_prompts * (prefix_tokens + 50))
     )
     variants = [
         v.model_copy(update={"workloads": tuple(w for w in v.workloads if w in workloads)})

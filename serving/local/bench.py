@@ -35,8 +35,18 @@ from serving.local.runtime import READY_PREFIX
 from serving.local.simulation import SimulationSettings
 from serving.spec import Autoscaling, FastPaths, ModelSpec, Router, RouterKind
 
-WorkloadName = Literal["decode-heavy", "prefill-heavy", "multi-prompt"]
-WORKLOADS: tuple[WorkloadName, ...] = ("decode-heavy", "prefill-heavy", "multi-prompt")
+WorkloadName = Literal["decode-heavy", "prefill-heavy", "multi-prompt", "hot-prompt"]
+WORKLOADS: tuple[WorkloadName, ...] = (
+    "decode-heavy",
+    "prefill-heavy",
+    "multi-prompt",
+    "hot-prompt",
+)
+# The workloads of many system prompts, on which routers are compared.
+SHARED_PREFIX_WORKLOADS: tuple[WorkloadName, ...] = ("multi-prompt", "hot-prompt")
+# The hot prompt's share of the hot-prompt workload: with 4 replicas, twice what one replica
+# should take, so a router that keeps it on its owner overloads that replica.
+HOT_SHARE = 0.5
 # serve.shutdown waits up to 30 s for the controller, then Ray stops its processes; on two
 # busy cores that can take minutes.
 STOP_TIMEOUT_S = 240.0
@@ -56,6 +66,10 @@ class Workload(_Frozen):
     concurrency: int = Field(ge=1, description="Requests in flight at most.")
     shared_prefixes: int = Field(default=0, ge=0, description="Distinct system prompts.")
     prefix_tokens: int = Field(default=0, ge=0, description="Words per system prompt.")
+    hot_share: float = Field(
+        default=0.0, ge=0, lt=1,
+        description="Share of requests on the first system prompt; the rest share the others.",
+    )  # fmt: skip
 
 
 class Variant(_Frozen):
@@ -98,6 +112,10 @@ class WorkloadReport(_Frozen):
     itl_s: Percentiles
     cache_hit_rate: float = Field(description="Cached prompt tokens / prompt tokens.")
     requests_per_replica: dict[str, int]
+    busiest_over_idlest: float | None = Field(
+        description="Requests on the busiest replica over those on the idlest; None when some "
+        "replica got none."
+    )
     errors: list[str] = Field(default_factory=list, description="First few distinct errors.")
 
 
@@ -121,13 +139,13 @@ def default_variants(spec: ModelSpec) -> list[Variant]:
             name="fast-paths-on/prefix-affinity",
             fast_paths=True,
             router="prefix_affinity",
-            workloads=("multi-prompt",),
+            workloads=SHARED_PREFIX_WORKLOADS,
         ),
         Variant(
             name="fast-paths-on/servestack-prefix-affinity",
             fast_paths=True,
             router="servestack_prefix_affinity",
-            workloads=("multi-prompt",),
+            workloads=SHARED_PREFIX_WORKLOADS,
         ),
     ]
 
@@ -159,13 +177,24 @@ def _words(rng: random.Random, count: int) -> str:
     return " ".join(f"t{rng.randrange(1_000_000)}" for _ in range(count))
 
 
+def prefix_order(workload: Workload, rng: random.Random) -> list[int]:
+    """Which system prompt each request takes, shuffled: the hot one for `hot_share` of the
+    requests, the others in a round robin for the rest (all of them when nothing is hot)."""
+    if not workload.shared_prefixes:
+        return []
+    hot = round(workload.hot_share * workload.requests)
+    others = list(range(1 if hot else 0, workload.shared_prefixes)) or [0]
+    order = [0] * hot + [others[i % len(others)] for i in range(workload.requests - hot)]
+    rng.shuffle(order)
+    return order
+
+
 def build_requests(workload: Workload, model: str, seed: int = 7) -> list[dict[str, Any]]:
-    """The same chat requests for every configuration (seeded). Multi-prompt requests take
-    their system prompt in a shuffled round robin, so every prefix is asked equally often."""
+    """The same chat requests for every configuration (seeded), each with a unique question
+    after its system prompt (if the workload has them)."""
     rng = random.Random(f"{seed}-{workload.name}")
     prefixes = [_words(rng, workload.prefix_tokens) for _ in range(workload.shared_prefixes)]
-    order = [i % len(prefixes) for i in range(workload.requests)] if prefixes else []
-    rng.shuffle(order)
+    order = prefix_order(workload, rng)
     requests = []
     for index in range(workload.requests):
         messages = []
@@ -274,10 +303,17 @@ def _percentiles(values: Sequence[float]) -> Percentiles:
 
 
 def summarize(
-    variant: str, workload: WorkloadName, results: Sequence[RequestResult], duration_s: float
+    variant: str,
+    workload: WorkloadName,
+    results: Sequence[RequestResult],
+    duration_s: float,
+    replicas: int,
 ) -> WorkloadReport:
     done = [r for r in results if r.ok]
     prompt = sum(r.prompt_tokens for r in done)
+    per_replica = Counter(r.replica or "?" for r in done)
+    counts = sorted(per_replica.values())
+    spread = counts[-1] / counts[0] if counts and len(counts) >= replicas else None
     return WorkloadReport(
         variant=variant,
         workload=workload,
@@ -289,7 +325,8 @@ def summarize(
         ttft_s=_percentiles([r.ttft_s for r in done if r.ttft_s is not None]),
         itl_s=_percentiles([gap for r in done for gap in r.token_gaps_s]),
         cache_hit_rate=sum(r.cached_tokens for r in done) / prompt if prompt else 0.0,
-        requests_per_replica=dict(Counter(r.replica or "?" for r in done).most_common()),
+        requests_per_replica=dict(per_replica.most_common()),
+        busiest_over_idlest=spread,
         errors=sorted({r.error for r in results if r.error})[:3],
     )
 
@@ -378,14 +415,15 @@ def ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
         "Ray prefix affinity": "fast-paths-on/prefix-affinity",
         "servestack prefix affinity": "fast-paths-on/servestack-prefix-affinity",
     }
-    for label, variant in routers.items():
-        ratio(f"multi-prompt: {label}/power of two, requests/s",
-              (variant, "multi-prompt"), (on, "multi-prompt"), "requests_per_s")  # fmt: skip
-    for label, variant in {"power of two": on, **routers}.items():
-        if (variant, "multi-prompt") in by:
-            found[f"multi-prompt: {label} cache hit rate"] = by[
-                (variant, "multi-prompt")
-            ].cache_hit_rate
+    for workload in SHARED_PREFIX_WORKLOADS:
+        for label, variant in routers.items():
+            ratio(f"{workload}: {label}/power of two, requests/s",
+                  (variant, workload), (on, workload), "requests_per_s")  # fmt: skip
+        for label, variant in {"power of two": on, **routers}.items():
+            if (variant, workload) in by:
+                found[f"{workload}: {label} cache hit rate"] = by[
+                    (variant, workload)
+                ].cache_hit_rate
     return found
 
 
@@ -434,8 +472,11 @@ def default_workloads(
     concurrency: int = 12,
     shared_prefixes: int = 4,
     prefix_tokens: int = 2000,
+    hot_share: float = HOT_SHARE,
 ) -> dict[WorkloadName, Workload]:
-    """The issue's three workloads at sizes that finish in minutes on two cores."""
+    """The workloads at sizes that finish in minutes on two cores. The two with shared system
+    prompts send twice the requests: routing shows once each prompt has been asked a few
+    times."""
     return {
         "decode-heavy": Workload(
             name="decode-heavy", input_tokens=50, output_tokens=500,
@@ -449,6 +490,11 @@ def default_workloads(
             name="multi-prompt", input_tokens=prefix_tokens + 50, output_tokens=50,
             requests=requests * 2, concurrency=concurrency,
             shared_prefixes=shared_prefixes, prefix_tokens=prefix_tokens,
+        ),
+        "hot-prompt": Workload(
+            name="hot-prompt", input_tokens=prefix_tokens + 50, output_tokens=50,
+            requests=requests * 2, concurrency=concurrency,
+            shared_prefixes=shared_prefixes, prefix_tokens=prefix_tokens, hot_share=hot_share,
         ),
     }  # fmt: skip
 
@@ -465,22 +511,26 @@ def run_variant(
     log_dir: Path,
     on_done: Callable[[], None] | None = None,
 ) -> list[WorkloadReport]:
-    """Start the variant's application, run its workloads one after another, stop it."""
+    """Run the variant's workloads, each on a freshly started application: no workload inherits
+    another's prefix caches or the router's memory of where prompts went."""
     reports = []
-    log_path = log_dir / f"{variant.name.replace('/', '_')}.log"
-    with running_variant(variant_spec(spec, variant, replicas), settings, log_path) as endpoint:
-        warmup = Workload(
-            name="decode-heavy", input_tokens=8, output_tokens=4,
-            requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
-        )  # fmt: skip
-        asyncio.run(run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS))
-        for name in variant.workloads:
-            if name not in workloads:
-                continue
-            workload = workloads[name]
-            requests = build_requests(workload, spec.name)
-            results, duration = asyncio.run(
-                run_load(endpoint, requests, workload.concurrency, on_done)
+    for name in variant.workloads:
+        if name not in workloads:
+            continue
+        workload = workloads[name]
+        log_path = log_dir / f"{variant.name.replace('/', '_')}-{name}.log"
+        with running_variant(variant_spec(spec, variant, replicas), settings, log_path) as endpoint:
+            warmup = Workload(
+                name="decode-heavy", input_tokens=8, output_tokens=4,
+                requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
+            )  # fmt: skip
+            asyncio.run(
+                run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS)
             )
-            reports.append(summarize(variant.name, name, results, duration))
+            results, duration = asyncio.run(
+                run_load(
+                    endpoint, build_requests(workload, spec.name), workload.concurrency, on_done
+                )
+            )
+        reports.append(summarize(variant.name, name, results, duration, replicas))
     return reports

@@ -21,6 +21,7 @@ from serving.local.simulation import (
     SETTINGS_ENV,
     PrefixCache,
     SimulationSettings,
+    StepLoop,
     chat_prompt,
     settings_from_plan,
     tokenize,
@@ -114,6 +115,11 @@ class TestSimulation:
         settings = settings_from_plan(llama)
         assert settings.decode_step(64) > settings.decode_step(1)
 
+    def test_settings_carry_the_profiles_step_budget(self, llama: ModelSpec) -> None:
+        settings = settings_from_plan(llama)
+        assert settings.max_num_batched_tokens == llama.max_num_batched_tokens
+        assert settings.max_num_seqs == llama.max_num_seqs
+
     def test_cache_hits_the_shared_prefix_in_whole_blocks(self) -> None:
         cache = PrefixCache(capacity_tokens=1000, block_tokens=16)
         system = [f"s{i}" for i in range(40)]
@@ -135,6 +141,73 @@ class TestSimulation:
             [{"role": "system", "content": "one two"}, {"role": "user", "content": "three"}]
         )
         assert len(tokenize(prompt)) == 3 + 3  # plus one role marker per message and the reply's
+
+
+def step_settings(
+    llama: ModelSpec, budget: int = 2048, max_num_seqs: int = 8
+) -> SimulationSettings:
+    """The plan's timing, shrunk a thousandfold so the loop runs in milliseconds."""
+    return settings_from_plan(llama, time_scale=1e-3).model_copy(
+        update={"max_num_batched_tokens": budget, "max_num_seqs": max_num_seqs}
+    )
+
+
+async def _tokens(loop: StepLoop, uncached: int, max_tokens: int) -> list[tuple[int, int]]:
+    """(token index, engine steps taken when it arrived) for one request."""
+    return [(index, loop.steps) async for index in loop.generate(uncached, max_tokens)]
+
+
+class TestStepLoop:
+    """Continuous batching with chunked prefill: what a replica's engine steps cost."""
+
+    def test_a_long_prompt_is_prefilled_in_chunks_of_the_budget(self, llama: ModelSpec) -> None:
+        loop = StepLoop(step_settings(llama, budget=2048))
+        arrivals = asyncio.run(_tokens(loop, uncached=5000, max_tokens=4))
+        # ceil(5000 / 2048) = 3 prefill steps, the last of which yields the first token
+        assert arrivals == [(0, 3), (1, 4), (2, 5), (3, 6)]
+
+    def test_a_prefill_slows_the_sequences_decoding_beside_it(self, llama: ModelSpec) -> None:
+        settings = step_settings(llama, budget=8192)
+
+        async def decode_alone() -> float:
+            loop = StepLoop(settings)
+            await _tokens(loop, uncached=16, max_tokens=20)
+            return loop.simulated_s
+
+        async def decode_beside_a_prompt() -> float:
+            loop = StepLoop(settings)
+            decoding = asyncio.ensure_future(_tokens(loop, uncached=16, max_tokens=20))
+            while loop.steps < 2:
+                await asyncio.sleep(0)
+            await asyncio.gather(decoding, _tokens(loop, uncached=4000, max_tokens=1))
+            return loop.simulated_s
+
+        alone, beside = asyncio.run(decode_alone()), asyncio.run(decode_beside_a_prompt())
+        # the 4,000-token prompt rode in one step with the decoding sequence: that step (and so
+        # the whole sequence) took the prompt's prefill time longer, and nothing else changed
+        assert beside == pytest.approx(alone + settings.prefill(4000))
+
+    def test_no_more_than_max_num_seqs_are_scheduled(self, llama: ModelSpec) -> None:
+        loop = StepLoop(step_settings(llama, max_num_seqs=1))
+
+        async def two() -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+            return await asyncio.gather(_tokens(loop, 16, 5), _tokens(loop, 16, 5))
+
+        first, second = asyncio.run(two())
+        assert second[0][1] > first[-1][1]  # the second waited for the first to finish
+        assert loop.running == 0
+
+    def test_an_abandoned_request_leaves_the_batch(self, llama: ModelSpec) -> None:
+        loop = StepLoop(step_settings(llama))
+
+        async def abandon() -> None:
+            stream = loop.generate(16, 1000)
+            await anext(stream)
+            await stream.aclose()
+            await _tokens(loop, 16, 3)
+
+        asyncio.run(abandon())
+        assert loop.steps < 1000
 
 
 def run(coro: Any) -> Any:
@@ -214,6 +287,14 @@ class TestBenchmarkRequests:
         assert sorted({systems.count(s) for s in systems}) == [workload.requests // 4]
         assert all(len(s.split()) == workload.prefix_tokens for s in systems)
 
+    def test_the_hot_prompt_takes_its_share_and_the_rest_share_the_others(self) -> None:
+        workload = bench.default_workloads(requests=16, shared_prefixes=4, hot_share=0.5)[
+            "hot-prompt"
+        ]
+        systems = [r["messages"][0]["content"] for r in bench.build_requests(workload, "m")]
+        counts = sorted((systems.count(s) for s in set(systems)), reverse=True)
+        assert counts == [16, 6, 5, 5]  # 32 requests: half on the hot one, 16 over the other 3
+
     @pytest.mark.parametrize(("name", "words"), [("decode-heavy", 50), ("prefill-heavy", 8000)])
     def test_unique_prompts_have_the_workloads_length(self, name: str, words: int) -> None:
         workload = bench.default_workloads(requests=2)[name]  # type: ignore[index]
@@ -245,9 +326,15 @@ class TestBenchmarkRequests:
             )
             for cached, replica in ((0, "a"), (80, "a"), (100, "b"))
         ] + [bench.RequestResult(ok=False, error="HTTP 500", start_s=0, end_s=1)]  # fmt: skip
-        report = bench.summarize("v", "multi-prompt", results, duration_s=2.0)
+        report = bench.summarize("v", "multi-prompt", results, duration_s=2.0, replicas=2)
         assert report.cache_hit_rate == pytest.approx(180 / 300)
         assert report.requests_per_replica == {"a": 2, "b": 1}
+        assert report.busiest_over_idlest == pytest.approx(2.0)
+        # a third replica that served nothing makes the spread unbounded
+        assert (
+            bench.summarize("v", "multi-prompt", results, 2.0, replicas=3).busiest_over_idlest
+            is None
+        )
         assert report.failed == 1
         assert report.requests_per_s == pytest.approx(1.5)
         assert report.output_tokens_per_s == pytest.approx(4.5)
