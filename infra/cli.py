@@ -362,6 +362,15 @@ def bench_command(
     bench.write_chart(reports, out_dir / "bench.png")
     bench_report.print_bench(console, reports, ratios)
     console.print(f"wrote {out_dir / 'bench.json'} and {out_dir / 'bench.png'}", highlight=False)
+    failed = [f"{r.variant} {r.workload}: {r.failed}" for r in reports if r.failed]
+    if failed:
+        errors.print(
+            f"error: requests failed ({'; '.join(failed)}), so these configurations did not "
+            f"serve the same requests and the ratios do not compare them; the errors are above "
+            f"and the local Ray's logs in {out_dir / 'logs'}",
+            highlight=False,
+        )
+        raise typer.Exit(1)
 
 
 def _require_local(local: bool, command: str) -> None:

@@ -157,20 +157,24 @@ def _wait_ready(name: str, endpoint: str, timeout_s: float) -> None:
 
 
 # HAProxy reloads (a new process; the old one drains, then is hard-stopped after 120 s) each
-# time Serve rewrites its config, which it does again shortly after the application is up. A
-# request caught by that reload was seen to hang until the hard stop, so a run starts only
-# once the config has been still for a while.
+# time Serve rewrites its config, which it does again just after the application is up: the
+# replicas reach HAProxy's server list a few hundred ms after they reach the request router.
+# A request caught in between gets 503 "unknown_replica_id" (the router named a replica HAProxy
+# does not know yet), one caught by a reload was seen to hang until the hard stop. So a run
+# starts only once the config has been still for a while, counted from when the application
+# was ready (an earlier quiet spell, while replicas were still starting, proves nothing).
 HAPROXY_QUIET_S = 10.0
 HAPROXY_SETTLE_TIMEOUT_S = 120.0
 
 
 def _wait_haproxy_settled(run_dir: Path) -> None:
+    ready_at = time.time()
     deadline = time.monotonic() + HAPROXY_SETTLE_TIMEOUT_S
     while time.monotonic() < deadline:
         configs = list(run_dir.rglob("*.cfg"))
         if not configs:  # HAProxy is off: Serve's own proxy does not reload
             return
-        newest = max(path.stat().st_mtime for path in configs)
+        newest = max(ready_at, *(path.stat().st_mtime for path in configs))
         if time.time() - newest >= HAPROXY_QUIET_S:
             return
         time.sleep(1.0)
