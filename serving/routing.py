@@ -23,6 +23,11 @@ fast path and on Serve's normal path:
 - under skew, when every holder is overloaded, power of two on the counts picks among the
   replicas that are not, and that replica becomes one more holder: a hot prompt ends up cached
   on as many replicas as its traffic needs, and each of its requests is still a hit.
+- a replica the router first saw less than `NEW_REPLICA_GRACE_S` ago is not handed new
+  prompts or spill-over while older ones can take them: Serve tells the router about a new
+  replica a few hundred ms before HAProxy's server list has it, and HAProxy answers 503
+  ("unknown_replica_id") to a request routed there. Being the emptiest, a new replica would
+  otherwise draw every new prompt in that window.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ DEFAULT_WINDOW_S = 10.0
 DEFAULT_IMBALANCE_RATIO = 1.5
 DEFAULT_SLACK_REQUESTS = 8
 DEFAULT_MAX_ENTRIES = 200_000
+# Measured locally: HAProxy learned of new replicas up to 0.3 s after the router did.
+NEW_REPLICA_GRACE_S = 2.0
 
 
 def prompt_text(pending_request: PendingRequest | None) -> str:
@@ -110,6 +117,7 @@ class PrefixAffinityRouter(RequestRouter):
         self._holders: OrderedDict[int, list[ReplicaID]] = OrderedDict()
         self._held: Counter[ReplicaID] = Counter()  # chunks each replica holds
         self._recent: dict[ReplicaID, deque[float]] = {}
+        self._first_seen: dict[ReplicaID, float] = {}
 
     async def choose_replicas(
         self,
@@ -127,6 +135,7 @@ class PrefixAffinityRouter(RequestRouter):
         if not hasattr(self, "_holders"):
             self.initialize_state()
         load = {replica: self._load(replica, now) for replica in candidates}
+        settled = self._settled(candidates, now)
         limit = self._imbalance_ratio * min(load.values()) + self._slack_requests
         hashes = chunk_hashes(text, self._chunk_chars, self._max_chunks) if text else []
         holders = self._longest_match(hashes, load)
@@ -135,14 +144,23 @@ class PrefixAffinityRouter(RequestRouter):
             chosen = min(with_room, key=load.__getitem__)
         elif holders:
             chosen = self._power_of_two(
-                [replica for replica in candidates if load[replica] <= limit] or candidates, load
+                [replica for replica in settled if load[replica] <= limit] or settled, load
             )
         else:
-            shuffled = random.sample(list(candidates), k=len(candidates))
+            shuffled = random.sample(settled, k=len(settled))
             chosen = min(shuffled, key=lambda replica: (self._held[replica], load[replica]))
         self._remember(hashes, chosen)
         self._recent.setdefault(chosen, deque()).append(now)
         return chosen
+
+    def _settled(self, candidates: Sequence[ReplicaID], now: float) -> list[ReplicaID]:
+        """The candidates seen for at least the grace period (all of them if none has been)."""
+        for replica in candidates:
+            self._first_seen.setdefault(replica, now)
+        if len(self._first_seen) > 2 * len(candidates) + 16:  # forget replicas long gone
+            self._first_seen = {r: self._first_seen[r] for r in candidates}
+        settled = [r for r in candidates if now - self._first_seen[r] >= NEW_REPLICA_GRACE_S]
+        return settled or list(candidates)
 
     def _longest_match(self, hashes: list[int], load: dict[ReplicaID, int]) -> list[ReplicaID]:
         """The live replicas holding the longest run of the prompt's leading chunks."""

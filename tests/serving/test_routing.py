@@ -9,6 +9,7 @@ from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
+from serving import routing
 from serving.routing import PrefixAffinityRouter, chunk_hashes, prompt_text
 
 REPLICAS = ["r1", "r2", "r3", "r4"]
@@ -91,6 +92,19 @@ def test_a_prompt_whose_replica_is_gone_goes_to_a_live_one() -> None:
     first = chosen.pick(REPLICAS, system_prompt(1), now=0.0)
     others = [r for r in REPLICAS if r != first]
     assert chosen.pick(others, system_prompt(1), now=0.1) in others
+
+
+def test_a_new_replica_gets_new_prompts_only_after_its_grace_period() -> None:
+    """HAProxy learns of a new replica after the router does; until the grace period is over,
+    new prompts keep going to the replicas it already knows, though the new one is emptiest."""
+    chosen = router()
+    send(chosen, [system_prompt(i) for i in range(8)])  # r1..r4 hold two prompts each
+    grown = [*REPLICAS, "r5"]
+    start = 10.0
+    early = [chosen.pick(grown, system_prompt(100 + i), now=start + 0.1 * i) for i in range(5)]
+    assert "r5" not in early
+    late = chosen.pick(grown, system_prompt(200), now=start + routing.NEW_REPLICA_GRACE_S)
+    assert late == "r5"
 
 
 def test_prompt_text_reads_both_routing_paths() -> None:
