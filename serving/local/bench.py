@@ -457,9 +457,11 @@ def write_chart(reports: Sequence[WorkloadReport], path: Path) -> None:
         axis.set_xticks([w + 0.4 - width / 2 for w in range(len(workloads))], workloads)
         axis.set_title(title)
     right.set_ylim(0, 1)
-    left.legend(fontsize=8)
+    figure.legend(
+        *left.get_legend_handles_labels(), loc="lower center", ncol=len(variants), fontsize=8
+    )
     figure.suptitle("servestack bench --local (simulated engine on CPU, real Ray Serve)")
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.07, 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
