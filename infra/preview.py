@@ -10,6 +10,7 @@ never reads the stack's encrypted values.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 from collections.abc import Callable, Mapping
@@ -86,6 +87,16 @@ class PreviewResult:
         return grouped
 
 
+def ensure_event_loop() -> None:
+    """Give the thread an event loop if it has none: Pulumi's mock engine runs the program on
+    the thread's current loop, and an earlier `asyncio.run` in the same process (the local
+    data plane's, a test's) leaves none set."""
+    try:
+        asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+
+
 class ProgramMocks(pulumi.runtime.Mocks):
     """Answers each resource with its inputs, plus the few outputs GCP computes that the program
     reads (an account's email, a cluster's endpoint and CA)."""
@@ -145,6 +156,7 @@ def record(stack_name: str, root: Path | None = None) -> list[Registered]:
     stack = load_stack(stack_name, root)
     platform = plan_platform(stack, judge_layouts=False)
     monitor = _RecordingMonitor(ProgramMocks())
+    ensure_event_loop()
     settings.ROOT.set(None)  # a fresh root stack per run
     pulumi.runtime.set_all_config({})
     pulumi.runtime.set_mocks(

@@ -18,7 +18,7 @@ from pulumi.runtime import settings
 from pulumi.runtime.sync_await import _sync_await
 
 from infra.config import load_stack
-from infra.preview import ProgramMocks
+from infra.preview import ProgramMocks, ensure_event_loop
 from serving.compiler import worker_shapes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,6 +73,7 @@ def use_stack(recorder: RecordingMocks, stack: str, config: dict[str, str]) -> N
     """Point the mock engine at a fresh root stack named `stack` with this config, with
     `preview=False` so that `apply` callbacks run (under a preview they never do, and
     assertions inside them would pass without checking anything)."""
+    ensure_event_loop()
     settings.ROOT.set(None)  # set_mocks creates a new root stack only when there is none
     pulumi.runtime.set_all_config(config, secret_keys=[k for k in config if k in TEST_SECRETS])
     pulumi.runtime.set_mocks(recorder, project=PROJECT, stack=stack, preview=False)

@@ -4,13 +4,15 @@ security settings), and each spec's validators refuse what would break an invari
 
 from __future__ import annotations
 
+import asyncio
 from ipaddress import IPv4Network
 from typing import Any
 
 import pulumi
 import pytest
 import yaml
-from infra_support import RecordingMocks, Registered, resolve, run
+from infra_support import RecordingMocks, Registered, resolve, run, use_stack
+from pulumi.runtime import settings
 from pydantic import ValidationError
 
 from infra.components import (
@@ -77,6 +79,20 @@ def _fixable_field(error: ValidationError) -> str | None:
     cause = (error.errors()[0].get("ctx") or {}).get("error")
     assert isinstance(cause, FixableValueError), error
     return cause.field
+
+
+def test_the_mock_engine_runs_after_asyncio_run_left_no_event_loop() -> None:
+    """The local data plane's tests call asyncio.run, which leaves the thread without an event
+    loop; Pulumi's mock engine needs one, whatever order the tests run in."""
+    asyncio.run(asyncio.sleep(0))
+    recorder = RecordingMocks()
+    try:
+        use_stack(recorder, "dev", {})
+        _, registered = build_gpu_pool(recorder, gpu_spec())
+        assert registered.inputs["nodeConfig"]["machineType"] == "a3-highgpu-8g"
+    finally:
+        settings.ROOT.set(None)
+        pulumi.runtime.set_all_config({})
 
 
 class TestGpuNodePool:
