@@ -22,7 +22,7 @@ fast path and on Serve's normal path:
   far as the router knows), so shared prompts spread evenly before any load builds up;
 - under skew, when every holder is overloaded, power of two on the counts picks among the
   replicas that are not, and that replica becomes one more holder: a hot prompt ends up cached
-  on as many replicas as its traffic needs, and each of its requests is still a hit.
+  on as many replicas as its traffic needs, and each of its requests is still a hit;
 - a replica the router first saw less than `NEW_REPLICA_GRACE_S` ago is not handed new
   prompts or spill-over while older ones can take them: Serve tells the router about a new
   replica a few hundred ms before HAProxy's server list has it, and HAProxy answers 503
