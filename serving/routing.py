@@ -9,10 +9,12 @@ first one takes every request. (Ray's power of two on that path is a uniform ran
 two, first one taken: no queue is ever compared.)
 
 This router keeps everything it needs inside `choose_replicas`, so it works the same on that
-fast path and on Serve's normal path. Under HAProxy there is one instance per application: Ray
-pins the ingress request router deployment (`LLMRouter`) to one replica, since HAProxy expects
-a single router endpoint (ray/llm/_internal/serve/core/ingress/builder.py), so one instance
-sees every request and its memory of where prompts went is the whole story.
+fast path and on Serve's normal path. Under HAProxy + direct streaming (the default) there is
+one instance per application: Ray pins the ingress request router deployment (`LLMRouter`) to
+one replica, since HAProxy expects a single router endpoint
+(ray/llm/_internal/serve/core/ingress/builder.py), so one instance sees every request. On
+Serve's normal path each ingress replica routes with an instance of its own, and affinity
+weakens as the ingress scales out.
 
 - prefix matching on hashed text chunks of the prompt (chained, so a chunk's hash names the
   whole prefix up to it). The router remembers which replicas it sent each chunk to; the ones
