@@ -8,16 +8,13 @@ the stack file being echoed back.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from cli_support import edit_yaml
+from cli_support import edit_yaml, run
 from infra_support import planned_pools
 
 from infra.config import load_stack
@@ -309,21 +306,6 @@ BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = 
 ]
 
 
-def servestack(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI as users run it, in a subprocess, wide enough that no message wraps."""
-    env = {k: v for k, v in os.environ.items() if k not in {"FORCE_COLOR", "NO_COLOR"}}
-    env["COLUMNS"] = "1000"
-    return subprocess.run(
-        [sys.executable, "-m", "infra.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 @pytest.mark.parametrize(
     ("stack", "breakage", "file", "field", "words"),
     [pytest.param(*case[1:], id=case[0]) for case in BAD_INPUT],
@@ -337,7 +319,7 @@ def test_a_stack_that_cannot_be_built_exits_2_naming_file_key_and_fix(
     words: list[str],
 ) -> None:
     breakage(repo)
-    result = servestack(repo, "pools", stack)
+    result = run(repo, "pools", stack)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stdout == ""
     assert result.stderr.startswith(f"error: {file}: {field}: "), result.stderr
@@ -356,7 +338,7 @@ def test_an_open_control_plane_is_accepted_only_when_the_stack_says_so(repo: Pat
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_pools_json_carries_the_platform_plan(repo: Path, stack: str) -> None:
-    result = servestack(repo, "pools", stack, "--json")
+    result = run(repo, "pools", stack, "--json")
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
     platform = plan_platform(load_stack(stack, repo))
@@ -369,7 +351,7 @@ def test_pools_json_carries_the_platform_plan(repo: Path, stack: str) -> None:
 
 
 def test_pools_prints_each_pool_with_its_gpus_bounds_and_placement(repo: Path) -> None:
-    result = servestack(repo, "pools", "prod")
+    result = run(repo, "pools", "prod")
     assert result.returncode == 0, result.stderr
     (pool,) = plan_platform(load_stack("prod", repo)).gpu_pools
     machine = pool.machine
