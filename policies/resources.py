@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from serving import catalog, planner
 from serving.catalog import MachineType
-from serving.compiler import PROFILE_ANNOTATION
+from serving.compiler import PROFILE_ANNOTATION, llm_configs_of
 from serving.scheduling import GPU_RESOURCE, MACHINE_TYPE_LABEL
 from serving.spec import ModelSpec, Parallelism
 
@@ -95,14 +95,7 @@ class RayServiceView:
     def deployments(self) -> list[Deployment]:
         found = []
         for app in self.serve_config().get("applications") or []:
-            args = app.get("args") or {}
-            configs = [("server", c) for c in args.get("llm_configs") or []]
-            if "llm_config" in args:
-                configs.append(("server", args["llm_config"]))
-            for role in ("prefill", "decode"):
-                if f"{role}_config" in args:
-                    configs.append((role, args[f"{role}_config"]))
-            for role, config in configs:
+            for role, config in llm_configs_of(app.get("args") or {}):
                 engine = config.get("engine_kwargs") or {}
                 layout = Parallelism(
                     tensor=int(engine.get("tensor_parallel_size", 1)),

@@ -12,6 +12,7 @@ policies judge those objects with the same functions.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -247,6 +248,19 @@ def application(spec: ModelSpec) -> dict[str, Any]:
     else:
         args = {"llm_configs": [llm_config(spec)]}
     return {"name": spec.name, "route_prefix": "/", "import_path": import_path, "args": args}
+
+
+def llm_configs_of(args: Mapping[str, Any]) -> list[tuple[Role, dict[str, Any]]]:
+    """(role, LLMConfig) for each LLMConfig in an application's builder args, as `application`
+    lays them out for each builder; the dicts are the args' own."""
+    found: list[tuple[Role, dict[str, Any]]] = [
+        ("server", config) for config in args.get("llm_configs") or []
+    ]
+    if "llm_config" in args:
+        found.append(("server", args["llm_config"]))
+    roles: tuple[Role, ...] = ("prefill", "decode")
+    found += [(role, args[f"{role}_config"]) for role in roles if f"{role}_config" in args]
+    return found
 
 
 def serve_config(spec: ModelSpec) -> dict[str, Any]:

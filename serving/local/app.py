@@ -16,10 +16,9 @@ compiled, so what runs locally is what the cluster runs.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from serving.compiler import application, cluster_env
+from serving.compiler import application, cluster_env, llm_configs_of
 from serving.local.simulation import SimulationSettings
 from serving.spec import ModelSpec
 
@@ -32,27 +31,21 @@ ENGINE_CLASS = "serving.local.engine:SimulatedEngine"
 LOCAL_HAPROXY_MAXCONN = 4096
 
 
-def local_llm_config(config: dict[str, Any]) -> dict[str, Any]:
-    """One compiled LLMConfig, with GPU-only settings replaced by their CPU equivalents."""
-    local = copy.deepcopy(config)
-    local.pop("accelerator_type", None)
-    local["accelerator_config"] = {"kind": "cpu"}
-    placement = local.get("placement_group_config")
+def _make_cpu_runnable(config: dict[str, Any]) -> None:
+    """One compiled LLMConfig, its GPU-only settings replaced by their CPU equivalents."""
+    config.pop("accelerator_type", None)
+    config["accelerator_config"] = {"kind": "cpu"}
+    placement = config.get("placement_group_config")
     if placement is not None:
         bundle = placement.get("bundle_per_worker", {})
         placement["bundle_per_worker"] = {k: v for k, v in bundle.items() if k != "GPU"}
-    return local
 
 
 def local_application(spec: ModelSpec) -> dict[str, Any]:
     """`serving.compiler.application(spec)` with each LLMConfig made CPU-runnable."""
     app = application(spec)
-    args: dict[str, Any] = app["args"]
-    for key in ("llm_config", "prefill_config", "decode_config"):
-        if key in args:
-            args[key] = local_llm_config(args[key])
-    if "llm_configs" in args:
-        args["llm_configs"] = [local_llm_config(c) for c in args["llm_configs"]]
+    for _, config in llm_configs_of(app["args"]):
+        _make_cpu_runnable(config)
     return app
 
 
@@ -74,12 +67,7 @@ def cpus_needed(spec: ModelSpec) -> int:
     """Logical CPUs the local Ray must advertise for the application at max replicas: each
     replica's actor (1) plus its engine workers' bundles, and the ingress or router (1)."""
     total = 1
-    app = local_application(spec)
-    args = app["args"]
-    configs = args.get("llm_configs") or [
-        args[k] for k in ("llm_config", "prefill_config", "decode_config") if k in args
-    ]
-    for config in configs:
+    for _, config in llm_configs_of(local_application(spec)["args"]):
         workers = config["engine_kwargs"].get("tensor_parallel_size", 1) * config[
             "engine_kwargs"
         ].get("pipeline_parallel_size", 1)

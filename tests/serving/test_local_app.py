@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from serving.compiler import application, cluster_env
+from serving.compiler import application, cluster_env, llm_configs_of
 from serving.loading import load_profile
 from serving.local import bench
 from serving.local.app import ENGINE_CLASS, local_application, local_env
@@ -35,10 +35,7 @@ LLAMA = REPO / "stacks" / "models" / "llama-3.1-8b.yaml"
 
 
 def llm_configs(app: dict[str, Any]) -> list[dict[str, Any]]:
-    args = app["args"]
-    return list(args.get("llm_configs", [])) + [
-        args[key] for key in ("llm_config", "prefill_config", "decode_config") if key in args
-    ]
+    return [config for _, config in llm_configs_of(app["args"])]
 
 
 @pytest.fixture(scope="module")
