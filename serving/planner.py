@@ -333,16 +333,26 @@ def _allreduce_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tok
     return 2 * spec.architecture.num_layers * one
 
 
-def _alltoall_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
-    """Expert parallelism dispatches and combines each token's hidden state per MoE layer."""
+def alltoall_bytes_per_rank(spec: ModelSpec, layout: Parallelism, tokens_per_rank: int) -> float:
+    """Bytes one rank sends to the other expert-parallel ranks in one dispatch (or combine) of
+    one MoE layer: each of *its own* tokens' hidden states goes to the ranks holding the
+    experts_per_token experts it routes to, of which (EP - 1) / EP are elsewhere. Every DP rank
+    sends its own batch at the same time; no rank sends the whole group's tokens."""
     ep = layout.expert_parallel_size
-    if ep == 1:
-        return 0.0
     arch = spec.architecture
-    message = tokens * arch.experts_per_token * arch.hidden_size * ACTIVATION_BYTES
-    bandwidth = _link_bandwidth(spec, machine, ep)
-    one = ALLTOALL_LATENCY_S + (ep - 1) / ep * message / bandwidth
-    return 2 * arch.num_layers * one
+    message = tokens_per_rank * arch.experts_per_token * arch.hidden_size * ACTIVATION_BYTES
+    return (ep - 1) / ep * message
+
+
+def alltoall_s(
+    spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens_per_rank: int
+) -> float:
+    """Expert parallelism dispatches and combines each token's hidden state per MoE layer."""
+    if layout.expert_parallel_size == 1:
+        return 0.0
+    bandwidth = _link_bandwidth(spec, machine, layout.expert_parallel_size)
+    one = ALLTOALL_LATENCY_S + alltoall_bytes_per_rank(spec, layout, tokens_per_rank) / bandwidth
+    return 2 * spec.architecture.num_layers * one
 
 
 def _pipeline_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
@@ -356,7 +366,7 @@ def _pipeline_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, toke
 def _comm_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
     return (
         _allreduce_s(spec, machine, layout, tokens)
-        + _alltoall_s(spec, machine, layout, tokens * layout.data)
+        + alltoall_s(spec, machine, layout, tokens)
         + _pipeline_s(spec, machine, layout, tokens)
     )
 

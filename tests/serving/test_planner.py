@@ -8,7 +8,10 @@ import pytest
 
 from serving.catalog import ACCELERATORS, ARCHITECTURES, MACHINE_TYPES
 from serving.planner import (
+    ALLTOALL_LATENCY_S,
     RUNTIME_OVERHEAD_BYTES,
+    alltoall_bytes_per_rank,
+    alltoall_s,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     plan,
@@ -306,3 +309,39 @@ class TestEstimatesAndCost:
         )
         assert model_plan.itl_s == decode.estimates.itl_s
         assert model_plan.total_gpus_min == 2 * 2 + 1 * 4
+
+
+class TestAllToAll:
+    """Each DP rank dispatches its own tokens to the expert-parallel group, not the group's."""
+
+    def test_deepseek_v3_fp8_dp8_ep_message_is_the_ranks_own_tokens(self) -> None:
+        deepseek = spec(architecture="deepseek-v3", accelerator="h200-141gb",
+                        machine_type="a3-ultragpu-8g",
+                        parallelism={"tensor": 1, "data": 8, "expert": True})  # fmt: skip
+        layout = deepseek.parallelism
+        # 128 tokens x 8 experts x 7,168 hidden x 2 bytes, 7 of 8 ranks elsewhere
+        assert alltoall_bytes_per_rank(deepseek, layout, 128) == 7 / 8 * 128 * 8 * 7168 * 2
+        assert alltoall_bytes_per_rank(deepseek, layout, 128) == 12_845_056
+        # dispatch + combine on each of 61 layers, over one direction of NVLink (450 GB/s)
+        expected = 2 * 61 * (ALLTOALL_LATENCY_S + 12_845_056 / 450e9)
+        machine = MACHINE_TYPES["a3-ultragpu-8g"]
+        assert alltoall_s(deepseek, machine, layout, 128) == pytest.approx(expected)
+        assert alltoall_s(deepseek, machine, layout, 128) == pytest.approx(8.36e-3, rel=1e-3)
+
+    def test_qwen3_30b_a3b_dp8_ep_message_is_the_ranks_own_tokens(self) -> None:
+        qwen = spec(architecture="qwen3-30b-a3b", machine_type="a3-highgpu-8g",
+                    parallelism={"tensor": 1, "data": 8, "expert": True})  # fmt: skip
+        layout = qwen.parallelism
+        # 64 tokens x 8 experts x 2,048 hidden x 2 bytes, 7 of 8 ranks elsewhere
+        assert alltoall_bytes_per_rank(qwen, layout, 64) == 1_835_008
+        machine = MACHINE_TYPES["a3-highgpu-8g"]
+        expected = 2 * 48 * (ALLTOALL_LATENCY_S + 1_835_008 / 450e9)
+        assert alltoall_s(qwen, machine, layout, 64) == pytest.approx(expected)
+
+    def test_more_data_ranks_do_not_grow_a_ranks_message(self) -> None:
+        qwen = spec(architecture="qwen3-30b-a3b", machine_type="a3-highgpu-8g")
+        dp2 = Parallelism(tensor=1, data=2, expert=True)
+        dp8 = Parallelism(tensor=1, data=8, expert=True)
+        # only the share sent elsewhere grows (1/2 -> 7/8), not the tokens
+        ratio = alltoall_bytes_per_rank(qwen, dp8, 64) / alltoall_bytes_per_rank(qwen, dp2, 64)
+        assert ratio == pytest.approx((7 / 8) / (1 / 2))
