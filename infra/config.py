@@ -14,7 +14,6 @@ the platform is planned (`infra/platform.py`).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Network
 from pathlib import Path
@@ -25,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from serving import catalog
 from serving.errors import FixableValueError, ServestackError
 from serving.loading import display_path, load_profile, read_yaml, validate
+from serving.ray_release import DEFAULT_RAY_IMAGE, RAY_FLOOR, image_ray_version
 from serving.spec import ModelSpec
 
 NAMESPACE = "servestack"
@@ -38,10 +38,6 @@ KubeRayInstall = Literal["helm", "gke_addon"]
 
 # Read by the program only, from Pulumi's encrypted config (`load_pulumi_secrets`).
 SECRET_KEYS = frozenset({"api_keys", "tls_cert", "tls_key", "hf_token"})
-
-RAY_FLOOR = "2.56.1"
-DEFAULT_RAY_IMAGE = f"rayproject/ray-llm:{RAY_FLOOR}-py311-cu128"
-_IMAGE_VERSION = re.compile(r":(\d+)\.(\d+)\.(\d+)")
 
 
 class GpuPoolOptions(BaseModel):
@@ -178,8 +174,7 @@ class StackConfig(BaseModel):
     @field_validator("ray_image")
     @classmethod
     def _ray_floor(cls, image: str) -> str:
-        version = _IMAGE_VERSION.search(image)
-        if version is None:
+        if image_ray_version(image) is None:
             raise FixableValueError(
                 f"'{image}' carries no Ray version in its tag",
                 f"use a tag that starts with the Ray version, e.g. {DEFAULT_RAY_IMAGE}",

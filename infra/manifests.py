@@ -20,7 +20,6 @@ import yaml
 from serving.compiler import (
     MODEL_MOUNT_ROOT,
     PROFILE_ANNOTATION,
-    RAY_VERSION,
     SERVE_PORT,
     SERVESTACK_ROUTERS,
     WorkerShape,
@@ -30,6 +29,7 @@ from serving.compiler import (
     worker_shapes,
 )
 from serving.planner import GIB
+from serving.ray_release import RAY_FLOOR, image_ray_version
 from serving.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
 from serving.spec import ModelSpec
 
@@ -78,9 +78,9 @@ def service_account_name(spec: ModelSpec) -> str:
 
 
 def ray_version(image: str) -> str:
-    """The Ray version a `rayproject/ray-llm:<version>-...` image carries."""
-    match = re.search(r":(\d+\.\d+\.\d+)", image)
-    return match.group(1) if match else RAY_VERSION
+    """The Ray version a `rayproject/ray-llm:<version>-...` image carries (KubeRay gates
+    features on it), the floor where the tag names none."""
+    return str(image_ray_version(image) or RAY_FLOOR)
 
 
 def ships_router(spec: ModelSpec) -> bool:

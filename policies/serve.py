@@ -3,10 +3,10 @@ prompts. Each of these fails silently in a running cluster, so it is caught here
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
 from pulumi_policy import Severity
 
 from policies.common import ADVISORY, resource_policy
@@ -17,7 +17,8 @@ from policies.resources import (
     planner_verdicts,
     rayservice,
 )
-from serving.compiler import BODY_AWARE_ROUTERS, RAY_VERSION, ROUTER_CLASSES
+from serving.compiler import BODY_AWARE_ROUTERS, ROUTER_CLASSES
+from serving.ray_release import DEFAULT_RAY_IMAGE, RAY_FLOOR, RAY_FLOOR_REASON, image_ray_version
 
 FAST_PATH_VARIABLES = [
     "RAY_SERVE_ENABLE_HA_PROXY",
@@ -28,11 +29,6 @@ FAST_PATH_VARIABLES = [
 FORWARD_BODY = "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY"
 DIRECT_STREAMING = "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"
 BODY_AWARE_CLASSES = {ROUTER_CLASSES[kind] for kind in BODY_AWARE_ROUTERS}
-
-
-def _version(text: str) -> tuple[int, ...] | None:
-    match = re.search(r":(\d+)\.(\d+)\.(\d+)", text)
-    return tuple(int(part) for part in match.groups()) if match else None
 
 
 def _pods(view: RayServiceView) -> dict[str, dict[str, str | None]]:
@@ -51,15 +47,18 @@ def _image_floor(
     view = rayservice(resource_type, name, props)
     if view is None or not _body_aware(view) or view.head_env().get(DIRECT_STREAMING) != "1":
         return
-    floor = str(config.get("min_version", RAY_VERSION))
+    try:
+        floor = Version(str(config.get("min_version", RAY_FLOOR)))
+    except InvalidVersion as error:
+        raise UnreadableError(f"min_version is not a version: {error}") from error
     image = view.image()
     if image is None:
         raise UnreadableError("the head container names no image")
-    found = _version(image)
-    if found is None or found < tuple(int(part) for part in floor.split(".")):
+    found = image_ray_version(image)
+    if found is None or found < floor:
         yield (
             f"{view.name}: image {image} runs direct streaming with a prefix-affinity router "
-            f"below Ray {floor}; Ray 2.56.0 hangs every such request (ray#64326)"
+            f"below Ray {floor}; {RAY_FLOOR_REASON}"
         )
 
 
@@ -118,14 +117,14 @@ def _fp8_compute(
 SERVING_POLICIES = [
     resource_policy(
         "serving-rayservice-image-floor",
-        "Direct streaming with a prefix-affinity router runs Ray 2.56.1 or newer.",
-        "Set servestack:ray_image to rayproject/ray-llm:2.56.1-py311-cu128 or newer.",
+        f"Direct streaming with a prefix-affinity router runs Ray {RAY_FLOOR} or newer.",
+        f"Set servestack:ray_image to {DEFAULT_RAY_IMAGE} or newer.",
         _image_floor,
         severity=Severity.CRITICAL,
         config={
             "min_version": {
                 "type": "string",
-                "default": RAY_VERSION,
+                "default": str(RAY_FLOOR),
                 "description": "Lowest Ray version allowed with direct streaming and the router.",
             }
         },

@@ -21,7 +21,6 @@ from serving import catalog
 from serving.planner import GIB, GroupPlan, Role, choose_machine, nodes_for, plan
 from serving.spec import ModelSpec, Parallelism, RouterKind
 
-RAY_VERSION = "2.56.1"
 # The annotation carrying the model profile a RayService was compiled from: policies rebuild the
 # spec from it and overlay the layout the resource actually deploys.
 PROFILE_ANNOTATION = "servestack.io/profile"

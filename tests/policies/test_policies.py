@@ -330,3 +330,10 @@ def test_config_override(policy: str) -> None:
         assert found == []
     else:
         assert found and {v.enforcement for v in found} == {case.override}
+
+
+def test_a_release_candidate_of_the_floor_is_below_it() -> None:
+    """2.56.1rc1 predates the 2.56.1 fix; reading only the digits would wave it through."""
+    image = "rayproject/ray-llm:2.56.1rc1-py311-cu128"
+    broken = resources("prod", RAYSERVICE, _head_image(image))
+    assert violations("serving-rayservice-image-floor", broken)
