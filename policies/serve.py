@@ -18,16 +18,13 @@ from policies.resources import (
     rayservice,
 )
 from serving.compiler import BODY_AWARE_ROUTERS, ROUTER_CLASSES
+from serving.fast_paths import (
+    DIRECT_STREAMING_VARIABLE,
+    FAST_PATH_VARIABLES,
+    FORWARD_BODY_VARIABLE,
+)
 from serving.ray_release import DEFAULT_RAY_IMAGE, RAY_FLOOR, RAY_FLOOR_REASON, image_ray_version
 
-FAST_PATH_VARIABLES = [
-    "RAY_SERVE_ENABLE_HA_PROXY",
-    "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING",
-    "RAY_SERVE_THROUGHPUT_OPTIMIZED",
-    "VLLM_USE_RAY_V2_EXECUTOR_BACKEND",
-]
-FORWARD_BODY = "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY"
-DIRECT_STREAMING = "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"
 BODY_AWARE_CLASSES = {ROUTER_CLASSES[kind] for kind in BODY_AWARE_ROUTERS}
 
 
@@ -45,7 +42,11 @@ def _image_floor(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
     view = rayservice(resource_type, name, props)
-    if view is None or not _body_aware(view) or view.head_env().get(DIRECT_STREAMING) != "1":
+    if (
+        view is None
+        or not _body_aware(view)
+        or view.head_env().get(DIRECT_STREAMING_VARIABLE) != "1"
+    ):
         return
     try:
         floor = Version(str(config.get("min_version", RAY_FLOOR)))
@@ -83,13 +84,20 @@ def _forward_body(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
     view = rayservice(resource_type, name, props)
-    if view is None or not _body_aware(view) or view.head_env().get(DIRECT_STREAMING) != "1":
+    if (
+        view is None
+        or not _body_aware(view)
+        or view.head_env().get(DIRECT_STREAMING_VARIABLE) != "1"
+    ):
         return
-    lacking = sorted(pod for pod, env in _pods(view).items() if env.get(FORWARD_BODY) != "1")
+    lacking = sorted(
+        pod for pod, env in _pods(view).items() if env.get(FORWARD_BODY_VARIABLE) != "1"
+    )
     if lacking:
         yield (
-            f"{view.name}: a prompt-reading router behind direct streaming, but {FORWARD_BODY} "
-            f"is not 1 on the {', '.join(lacking)}: HAProxy never shows it the prompt, and it "
+            f"{view.name}: a prompt-reading router behind direct streaming, but "
+            f"{FORWARD_BODY_VARIABLE} is not 1 on the {', '.join(lacking)}: HAProxy never shows "
+            "it the prompt, and it "
             "falls back to load balancing"
         )
 
@@ -139,7 +147,7 @@ SERVING_POLICIES = [
             "variables": {
                 "type": "array",
                 "items": {"type": "string"},
-                "default": FAST_PATH_VARIABLES,
+                "default": list(FAST_PATH_VARIABLES),
                 "description": "Variables every Ray container must carry.",
             }
         },
@@ -147,7 +155,8 @@ SERVING_POLICIES = [
     resource_policy(
         "serving-rayservice-forward-body",
         "A prompt-reading router under direct streaming has HAProxy forward the request body.",
-        f"Set {FORWARD_BODY}=1 on the head and every worker (servestack's cluster_env does).",
+        f"Set {FORWARD_BODY_VARIABLE}=1 on the head and every worker "
+        "(servestack's cluster_env does).",
         _forward_body,
     ),
     resource_policy(

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving import catalog
+from serving.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
 from serving.planner import GIB, GroupPlan, Role, choose_machine, nodes_for, plan
 from serving.spec import ModelSpec, Parallelism, RouterKind
 
@@ -93,15 +94,9 @@ def cluster_env(spec: ModelSpec) -> dict[str, str]:
     replica), so they belong in the pod spec, not in an application's runtime_env. A fast path
     turned off is written as "0": vLLM 0.22 turns the V2 executor on when the variable is unset.
     """
-    fast = spec.fast_paths
-    env = {
-        "RAY_SERVE_ENABLE_HA_PROXY": _flag(fast.haproxy),
-        "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": _flag(fast.direct_streaming),
-        "RAY_SERVE_THROUGHPUT_OPTIMIZED": _flag(fast.throughput_optimized),
-        "VLLM_USE_RAY_V2_EXECUTOR_BACKEND": _flag(fast.ray_v2_executor),
-    }
+    env = {path.variable: _flag(getattr(spec.fast_paths, path.field)) for path in FAST_PATHS}
     if forwards_body(spec):
-        env["RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY"] = "1"
+        env[FORWARD_BODY_VARIABLE] = "1"
     return env
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from serving import catalog
 from serving.catalog import Accelerator, Architecture, MachineType
 from serving.errors import FixableValueError, unknown_key_fix
+from serving.fast_paths import CLUSTER_ENV_NAMES, fast_path
 from serving.vllm_args import ENGINE_ARGS, FRONTEND_ARGS, VLLM_VERSION
 
 Quantization = Literal["none", "fp8", "fp8_online"]
@@ -68,14 +69,6 @@ EDGE_FRONTEND_ARGS = {
     "allowed_methods", "allowed_origins", "ssl_keyfile", "ssl_certfile", "ssl_ca_certs",
     "ssl_cert_reqs", "ssl_ciphers", "enable_ssl_refresh",
 }  # fmt: skip
-# Ray 2.56's fast-path switches are cluster-wide (head and every worker), not per application.
-CLUSTER_ENV_NAMES = {
-    "RAY_SERVE_ENABLE_HA_PROXY": "fast_paths.haproxy",
-    "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING": "fast_paths.direct_streaming",
-    "RAY_SERVE_THROUGHPUT_OPTIMIZED": "fast_paths.throughput_optimized",
-    "VLLM_USE_RAY_V2_EXECUTOR_BACKEND": "fast_paths.ray_v2_executor",
-    "RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY": "router (set with a body-aware router)",
-}
 
 
 class _Frozen(BaseModel):
@@ -217,11 +210,15 @@ class Workload(_Frozen):
 class FastPaths(_Frozen):
     """Ray 2.56 fast paths; all on by default, switchable for side-by-side comparisons."""
 
-    haproxy: bool = Field(default=True, description="Ray Serve's HAProxy ingress.")
-    direct_streaming: bool = Field(default=True, description="Stream tokens past the router.")
-    throughput_optimized: bool = Field(default=True, description="RAY_SERVE_THROUGHPUT_OPTIMIZED.")
+    haproxy: bool = Field(default=True, description=fast_path("haproxy").description)
+    direct_streaming: bool = Field(
+        default=True, description=fast_path("direct_streaming").description
+    )
+    throughput_optimized: bool = Field(
+        default=True, description=fast_path("throughput_optimized").description
+    )
     ray_v2_executor: bool = Field(
-        default=True, description="vLLM's Ray V2 executor backend, with async scheduling."
+        default=True, description=fast_path("ray_v2_executor").description
     )
 
     @model_validator(mode="after")

@@ -41,9 +41,10 @@ from serving.compiler import (
     serve_config,
     worker_shapes,
 )
+from serving.fast_paths import FAST_PATHS
 from serving.loading import load_profile, validate
 from serving.planner import plan
-from serving.spec import ModelSpec
+from serving.spec import FastPaths, ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))
@@ -285,6 +286,12 @@ class TestClusterEnv:
             "VLLM_USE_RAY_V2_EXECUTOR_BACKEND",
         ):
             assert env[name] == "1", name
+
+    def test_every_profile_switch_has_its_variable(self) -> None:
+        """The fast-path table drives the compiler and the pack: a switch missing from it would
+        be accepted in a profile and never reach a pod."""
+        assert {path.field for path in FAST_PATHS} == set(FastPaths.model_fields)
+        assert len(cluster_env(spec())) == len(FAST_PATHS) + 1  # + FORWARD_BODY (router)
 
     def test_a_fast_path_turned_off_is_written_as_zero(self) -> None:
         """vLLM 0.22 turns the V2 executor on when the variable is unset, so off must be said."""
