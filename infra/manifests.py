@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from serving.catalog import GIB
 from serving.compiler import (
     MODEL_MOUNT_ROOT,
     PROFILE_ANNOTATION,
@@ -28,7 +29,6 @@ from serving.compiler import (
     serve_config,
     worker_shapes,
 )
-from serving.planner import GIB
 from serving.ray_release import RAY_FLOOR, image_ray_version
 from serving.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
 from serving.spec import ModelSpec

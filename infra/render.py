@@ -11,8 +11,8 @@ import yaml
 
 from infra.config import Stack
 from infra.manifests import model_ingress, rayservice
+from serving.catalog import GIB
 from serving.compiler import cluster_env, serve_config, worker_shapes
-from serving.planner import GIB
 from serving.ray_release import RAY_FLOOR
 from serving.spec import ModelSpec
 

@@ -8,12 +8,10 @@ from rich.text import Text
 
 from infra.platform import PlatformPlan
 from infra.preview import PreviewResult
-from serving.catalog import MACHINE_TYPES, PRICES_AS_OF
+from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF
 from serving.planner import GroupPlan, Plan
 from serving.recommend import Candidate
 from serving.spec import ModelSpec
-
-GIB = 1024**3
 
 
 def _gib(value: int) -> str:

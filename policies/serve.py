@@ -17,6 +17,7 @@ from policies.resources import (
     planner_verdicts,
     rayservice,
 )
+from serving.catalog import FP8_ACCELERATORS
 from serving.compiler import BODY_AWARE_ROUTERS, ROUTER_CLASSES
 from serving.fast_paths import (
     DIRECT_STREAMING_VARIABLE,
@@ -168,7 +169,7 @@ SERVING_POLICIES = [
     resource_policy(
         "serving-rayservice-fp8-compute",
         "FP8 is asked only of GPUs with FP8 tensor cores; elsewhere it runs weight-only.",
-        "Serve FP8 on h100-80gb or h200-141gb, or accept W8A16 for its memory saving.",
+        f"Serve FP8 on {' or '.join(FP8_ACCELERATORS)}, or accept W8A16 for its memory saving.",
         _fp8_compute,
         enforcement=ADVISORY,
         severity=Severity.LOW,

@@ -18,8 +18,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving import catalog
+from serving.catalog import GIB
 from serving.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
-from serving.planner import GIB, GroupPlan, Role, choose_machine, nodes_for, plan
+from serving.planner import GroupPlan, Role, choose_machine, nodes_for, plan
 from serving.spec import ModelSpec, Parallelism, RouterKind
 
 # The annotation carrying the model profile a RayService was compiled from: policies rebuild the

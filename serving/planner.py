@@ -22,10 +22,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving import catalog
-from serving.catalog import BYTES_PER_WEIGHT, MachineType
+from serving.catalog import BYTES_PER_WEIGHT, GIB, MachineType
 from serving.spec import Autoscaling, ModelSpec, Parallelism
-
-GIB = 1024**3
 
 # Per-GPU memory outside weights, KV cache and activations: the CUDA context (~0.5 GiB), NCCL
 # buffers (~0.5 GiB) and CUDA-graph pools (~1 GiB), as vLLM's startup log reports them on H100.
@@ -622,7 +620,8 @@ def verdicts(
             "fp8-weight-only", "warning",
             f"{gpu.key} has no FP8 tensor cores (compute capability "
             f"{'.'.join(map(str, gpu.compute_capability))} < 8.9): FP8 weights run weight-only "
-            "(W8A16), saving memory but not compute — use an H100/H200 for FP8 math",
+            "(W8A16), saving memory but not compute — use "
+            f"{' / '.join(catalog.FP8_ACCELERATORS)} for FP8 math",
         )  # fmt: skip
     return found
 

@@ -463,7 +463,7 @@ class ModelSpec(_Frozen):
             raise FixableValueError(
                 f"{self.accelerator} has no FP8 tensor cores: vLLM would keep an FP8 KV cache "
                 "there only by converting it on every attention step",
-                "set kv_cache_dtype: auto, or use h100-80gb / h200-141gb",
+                f"set kv_cache_dtype: auto, or use {' / '.join(catalog.FP8_ACCELERATORS)}",
                 field="kv_cache_dtype",
             )
         if self.disaggregation is not None and self.parallelism.data > 1:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
-from serving.catalog.accelerators import ACCELERATORS, Accelerator
-from serving.catalog.machines import MACHINE_TYPES, PRICES_AS_OF, MachineType, machines_for
+from serving.catalog.accelerators import ACCELERATORS, FP8_ACCELERATORS, Accelerator
+from serving.catalog.machines import GIB, MACHINE_TYPES, PRICES_AS_OF, MachineType, machines_for
 from serving.catalog.models import ARCHITECTURES, BYTES_PER_WEIGHT, Architecture
 from serving.catalog.zones import GPU_ZONES, region_of, regions_offering, zones_offering
 from serving.errors import FixableValueError, unknown_key_fix
@@ -43,6 +43,8 @@ __all__ = [
     "ACCELERATORS",
     "ARCHITECTURES",
     "BYTES_PER_WEIGHT",
+    "FP8_ACCELERATORS",
+    "GIB",
     "GPU_ZONES",
     "MACHINE_TYPES",
     "PRICES_AS_OF",

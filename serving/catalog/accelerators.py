@@ -106,3 +106,8 @@ ACCELERATORS: dict[str, Accelerator] = {
         ),
     )
 }
+
+# The GPUs a fix can send FP8 to, read from the catalog so a GPU added to it is offered too.
+FP8_ACCELERATORS: tuple[str, ...] = tuple(
+    key for key, accelerator in ACCELERATORS.items() if accelerator.has_fp8_math
+)

@@ -363,7 +363,9 @@ class TestWhatRayCannotDo:
     def test_an_fp8_kv_cache_on_ampere_is_refused(self) -> None:
         error = the_problem(accelerator="a100-80gb", kv_cache_dtype="fp8")
         assert error.field == "kv_cache_dtype"
-        assert "h100-80gb" in error.fix
+        # The GPUs offered are the catalog's FP8-capable ones, never another Ampere.
+        assert "h100-80gb" in error.fix and "h200-141gb" in error.fix
+        assert "a100" not in error.fix
 
 
 class TestQuantization:
