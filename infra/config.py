@@ -115,7 +115,8 @@ class StackConfig(BaseModel):
     )
     allow_public_control_plane: bool = Field(
         default=False,
-        description="Must be true for master_authorized_networks to hold 0.0.0.0/0.",
+        description="Must be true for master_authorized_networks to hold a block wider than a "
+        "/8 (0.0.0.0/0 included); the cluster is then labelled so the policy pack accepts it.",
     )
     deletion_protection: bool = Field(
         default=True, description="Refuse to delete the cluster (set false for throwaway stacks)."

@@ -27,6 +27,7 @@ from serving import catalog
 from serving.catalog import MachineType
 from serving.compiler import worker_shapes
 from serving.errors import FixableValueError, ProfileValidationError, ServestackError
+from serving.exposure import SMALLEST_AUTHORIZED_PREFIX, too_wide
 from serving.loading import display_path, validate
 from serving.planner import plan
 from serving.scheduling import gpu_node_selector
@@ -98,7 +99,7 @@ class ClusterSpec(_Frozen):
     """A private, regional or zonal GKE Standard cluster.
 
     Invariants: a zonal cluster's zone is in the region, and the control plane is never open to
-    the whole internet (0.0.0.0/0) unless the stack says so explicitly.
+    a block wider than `serving.exposure` allows unless the stack says so explicitly.
     """
 
     project: str
@@ -129,10 +130,11 @@ class ClusterSpec(_Frozen):
                 f"use a zone such as {self.region}-a, or unset it for a regional cluster",
                 field="cluster_zone",
             )
-        everyone = [str(c) for c in self.master_authorized_networks if c.prefixlen == 0]
-        if everyone and not self.allow_public_control_plane:
+        wide = too_wide(self.master_authorized_networks)
+        if wide and not self.allow_public_control_plane:
             raise FixableValueError(
-                f"{everyone[0]} opens the control plane to the whole internet",
+                f"{wide[0]} opens the control plane to a /{wide[0].prefixlen}, wider than the "
+                f"/{SMALLEST_AUTHORIZED_PREFIX} the policy pack accepts: as good as the internet",
                 "list the CIDR blocks of your offices, VPN or CI runners instead (e.g. "
                 "203.0.113.7/32); if you really mean it, also set "
                 f"{NAMESPACE}:allow_public_control_plane: true",

@@ -13,6 +13,12 @@ from pulumi_policy import Severity
 from policies.common import resource_policy, stack_policy
 from policies.resources import CLUSTER, INGRESS, NODE_POOL, RAYSERVICE, RayServiceView
 from policies.resources import node_pool_machine as pool_machine
+from serving.exposure import (
+    PUBLIC_CONTROL_PLANE_ALLOWED,
+    PUBLIC_CONTROL_PLANE_LABEL,
+    SMALLEST_AUTHORIZED_PREFIX,
+    too_wide,
+)
 from serving.scheduling import GPU_TAINT_EFFECT, GPU_TAINT_KEY
 from serving.spec import looks_secret
 
@@ -47,21 +53,27 @@ def _authorized_networks(
 ) -> Iterator[str]:
     if resource_type != CLUSTER:
         return
-    smallest_prefix = int(config.get("min_prefix_length", 8))
+    smallest_prefix = int(config.get("min_prefix_length", SMALLEST_AUTHORIZED_PREFIX))
+    labels = props.get("resourceLabels") or {}
+    public_by_choice = labels.get(PUBLIC_CONTROL_PLANE_LABEL) == PUBLIC_CONTROL_PLANE_ALLOWED
     private_endpoint = (props.get("privateClusterConfig") or {}).get("enablePrivateEndpoint")
     authorized = props.get("masterAuthorizedNetworksConfig")
     if authorized is None and private_endpoint is not True:
         # Without the config, GKE's public endpoint answers every address.
         yield f"{name}: the control plane's public endpoint has no authorized networks"
         return
+    if public_by_choice:
+        # The stack set allow_public_control_plane, which the program's pre-checks require for
+        # exactly the blocks judged here: the same rule, the same answer.
+        return
     blocks = (authorized or {}).get("cidrBlocks") or []
-    for block in blocks:
-        network = IPv4Network(str(block.get("cidrBlock")), strict=False)
-        if network.prefixlen < smallest_prefix:
-            yield (
-                f"{name}: the control plane answers {network} (a /{network.prefixlen}); this "
-                f"policy allows blocks of /{smallest_prefix} or smaller"
-            )
+    networks = [IPv4Network(str(block.get("cidrBlock")), strict=False) for block in blocks]
+    for network in too_wide(networks, smallest_prefix):
+        yield (
+            f"{name}: the control plane answers {network} (a /{network.prefixlen}); this "
+            f"policy allows blocks of /{smallest_prefix} or smaller, unless the stack sets "
+            "allow_public_control_plane"
+        )
 
 
 def _gpu_taint(
@@ -171,7 +183,8 @@ PLATFORM_POLICIES = [
     ),
     resource_policy(
         "platform-cluster-authorized-networks",
-        "The control plane is reachable only from narrow authorized networks, never 0.0.0.0/0.",
+        "The control plane is reachable only from narrow authorized networks, never 0.0.0.0/0, "
+        "unless the stack chose a public control plane.",
         "List your own CIDR blocks in servestack:master_authorized_networks.",
         _authorized_networks,
         severity=Severity.CRITICAL,
@@ -180,7 +193,7 @@ PLATFORM_POLICIES = [
                 "type": "integer",
                 "minimum": 0,
                 "maximum": 32,
-                "default": 8,
+                "default": SMALLEST_AUTHORIZED_PREFIX,
                 "description": "Shortest CIDR prefix an authorized network may have.",
             }
         },

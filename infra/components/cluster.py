@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from infra.platform import ClusterSpec
+from serving.exposure import PUBLIC_CONTROL_PLANE_ALLOWED, PUBLIC_CONTROL_PLANE_LABEL
 
 StrInput = str | pulumi.Output[str]
 
@@ -59,6 +60,11 @@ class GkeCluster(pulumi.ComponentResource):
             network=args.network_id,
             subnetwork=args.subnetwork_id,
             networking_mode="VPC_NATIVE",
+            resource_labels=(
+                {PUBLIC_CONTROL_PLANE_LABEL: PUBLIC_CONTROL_PLANE_ALLOWED}
+                if spec.allow_public_control_plane
+                else None
+            ),
             ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
                 cluster_secondary_range_name=args.pods_range_name,
                 services_secondary_range_name=args.services_range_name,

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
-from cli_support import copy_repo, run
+from cli_support import copy_repo, edit_yaml, run
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 
+from infra.preview import judge, record
 from policies.pack import PACK_NAME, POLICIES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,3 +151,46 @@ class TestThePack:
     def test_advisory_only_for_matters_of_taste(self) -> None:
         advisory = {p.name for p in POLICIES if p.enforcement_level == EnforcementLevel.ADVISORY}
         assert advisory == {"topology-rayservice-over-sharded", "serving-rayservice-fp8-compute"}
+
+
+@pytest.mark.parametrize(
+    ("networks", "allow_public"),
+    [
+        (["203.0.113.0/24"], False),
+        (["10.0.0.0/8"], False),
+        (["0.0.0.0/0"], True),
+        (["16.0.0.0/4", "203.0.113.7/32"], True),
+    ],
+)
+def test_authorized_networks_the_program_accepts_the_pack_accepts(
+    tmp_path: Path, networks: list[str], allow_public: bool
+) -> None:
+    """One rule for both: a stack that opens its control plane on purpose passes the pack."""
+    root = copy_repo(tmp_path / "repo")
+    edit_yaml(
+        root / "stacks/Pulumi.dev.yaml",
+        lambda document: document["config"].update(
+            {
+                "servestack:master_authorized_networks": networks,
+                "servestack:allow_public_control_plane": allow_public,
+            }
+        ),
+    )
+    found = judge(record("dev", root))
+    assert [v for v in found if v.policy == "platform-cluster-authorized-networks"] == []
+
+
+def test_a_block_the_pack_would_refuse_stops_the_program(tmp_path: Path) -> None:
+    """A /4 is refused before anything is registered, as the pack would refuse it after."""
+    root = copy_repo(tmp_path / "repo")
+    edit_yaml(
+        root / "stacks/Pulumi.dev.yaml",
+        lambda document: document["config"].update(
+            {"servestack:master_authorized_networks": ["16.0.0.0/4"]}
+        ),
+    )
+    result = run(root, "preview", "dev")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "servestack:master_authorized_networks" in result.stderr
+    assert "allow_public_control_plane" in result.stderr
