@@ -20,9 +20,7 @@ from rich.text import Text
 from infra import report
 from infra.config import DEFAULT_STACK, load_stack
 from infra.platform import plan_platform
-from infra.preview import preview, read_policy_config
 from infra.render import render_model
-from policies.pack import POLICIES
 from serving.catalog import ARCHITECTURES
 from serving.errors import ServestackError, unknown_key_fix
 from serving.loading import display_path
@@ -168,6 +166,10 @@ def preview_command(
 
     No cloud account, Pulumi CLI or cluster. Exits 1 on a mandatory violation.
     """
+    # The Pulumi SDKs take a second to import; only this command needs them.
+    from infra.preview import preview, read_policy_config
+    from policies.pack import POLICIES
+
     overrides = read_policy_config(policy_config) if policy_config else None
     result = preview(stack, overrides=overrides)
     if as_json:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from infra.platform import PlatformPlan
-from infra.preview import PreviewResult
 from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF
 from serving.planner import GroupPlan, Plan
 from serving.recommend import Candidate
 from serving.spec import ModelSpec
+
+if TYPE_CHECKING:  # the Pulumi SDKs come with it; only `preview` needs them
+    from infra.preview import PreviewResult
 
 
 def _gib(value: int) -> str:

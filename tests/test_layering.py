@@ -35,3 +35,19 @@ def test_package_imports_only_point_down(package: str) -> None:
         if imported_roots(path) & FORBIDDEN[package]
     }
     assert offenders == {}
+
+
+def test_the_offline_cli_loads_no_pulumi_sdk() -> None:
+    """`servestack plan` answers in a fraction of a second; the Pulumi SDKs take a second and
+    more to import, so only the commands that run the program (preview) import them."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, infra.cli; "
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0].startswith('pulumi'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.strip()
+    assert loaded == ""
