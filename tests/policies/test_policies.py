@@ -237,7 +237,7 @@ CASES: dict[str, Case] = {
     "serving-rayservice-fp8-compute": Case(
         "prod", RAYSERVICE,
         _both(_serve(lambda c: c.update(accelerator_type="A100-80G")),
-              _profile(kv_cache_dtype="auto")),
+              _profile(kv_cache_dtype="auto", machine_type="a2-ultragpu-8g")),
         _pop("metadata", "annotations"), "mandatory",
     ),
     "platform-cluster-private-nodes": Case(
@@ -294,6 +294,9 @@ def test_fails_when_broken(policy: str) -> None:
     case = CASES[policy]
     found = violations(policy, resources(case.stack, case.target, case.breaks))
     assert found, f"{policy} let the broken resource through"
+    # A verdict on the broken property, not a resource the policy could no longer read.
+    unjudged = [v.message for v in found if "cannot be judged" in v.message]
+    assert unjudged == [], unjudged
     (chosen,) = [p for p in POLICIES if p.name == policy]
     assert {v.enforcement for v in found} == {chosen.enforcement_level.value}  # type: ignore[union-attr]
     assert all(v.remediation == chosen.remediation_steps for v in found)
