@@ -22,7 +22,6 @@ from serving.compiler import (
     MODEL_MOUNT_ROOT,
     PROFILE_ANNOTATION,
     SERVE_PORT,
-    SERVESTACK_ROUTERS,
     WorkerShape,
     cluster_env,
     gcs_weights,
@@ -30,6 +29,7 @@ from serving.compiler import (
     worker_shapes,
 )
 from serving.ray_release import RAY_FLOOR, image_ray_version
+from serving.routers import SERVESTACK_ROUTERS
 from serving.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
 from serving.spec import ModelSpec
 

@@ -21,7 +21,8 @@ from serving import catalog
 from serving.catalog import GIB
 from serving.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
 from serving.planner import GroupPlan, Role, choose_machine, nodes_for, plan
-from serving.spec import ModelSpec, Parallelism, RouterKind
+from serving.routers import BODY_AWARE_ROUTERS, RAY_DEFAULT_ROUTER_CLASS, ROUTER_CLASSES
+from serving.spec import ModelSpec, Parallelism
 
 # The annotation carrying the model profile a RayService was compiled from: policies rebuild the
 # spec from it and overlay the layout the resource actually deploys.
@@ -31,26 +32,6 @@ SERVE_PORT = 8000
 BUILD_OPENAI_APP = "ray.serve.llm:build_openai_app"
 BUILD_DP_OPENAI_APP = "ray.serve.llm:build_dp_openai_app"
 BUILD_PD_OPENAI_APP = "ray.serve.llm:build_pd_openai_app"
-
-# Ray's default request router is power of two choices; the others are named by import path.
-ROUTER_CLASSES: dict[RouterKind, str | None] = {
-    "prefix_affinity": "ray.serve.llm.request_router:PrefixCacheAffinityRouter",
-    # Not imported: serving.routing imports Ray Serve, which the compiler does not need.
-    "servestack_prefix_affinity": "serving.routing:PrefixAffinityRouter",
-    "round_robin": "ray.serve.experimental.round_robin_router:RoundRobinRouter",
-    "power_of_two": None,
-}
-# Ray Serve's default router (ray.serve._private.constants.DEFAULT_REQUEST_ROUTER_PATH).
-# Routers whose code is servestack's: the cluster's stock Ray image lacks it, so infra ships the
-# module with the RayService (a mounted ConfigMap on the Python path).
-SERVESTACK_ROUTERS: frozenset[RouterKind] = frozenset({"servestack_prefix_affinity"})
-RAY_DEFAULT_ROUTER_CLASS = "ray.serve._private.request_router:PowerOfTwoChoicesRequestRouter"
-# Routers that read the prompt. Under direct streaming HAProxy asks the router for a replica and
-# sends it only the request line unless told to forward the body; without the body a prompt-based
-# router silently degrades to load balancing.
-BODY_AWARE_ROUTERS: frozenset[RouterKind] = frozenset(
-    {"prefix_affinity", "servestack_prefix_affinity"}
-)
 
 # Requests one replica (one DP rank) accepts before Serve queues them at the router: a running
 # batch of max_num_seqs plus as many waiting in vLLM, so the engine never idles between steps

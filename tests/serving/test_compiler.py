@@ -34,7 +34,6 @@ from serving.compiler import (
     BUILD_DP_OPENAI_APP,
     BUILD_OPENAI_APP,
     BUILD_PD_OPENAI_APP,
-    RAY_DEFAULT_ROUTER_CLASS,
     application,
     cluster_env,
     llm_config,
@@ -44,6 +43,7 @@ from serving.compiler import (
 from serving.fast_paths import FAST_PATHS
 from serving.loading import load_profile, validate
 from serving.planner import plan
+from serving.routers import RAY_DEFAULT_ROUTER_CLASS
 from serving.spec import FastPaths, ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
