@@ -1,0 +1,77 @@
+"""Rewrite the README's generated tables from the code that holds their facts: the policy pack
+(`policies.pack.POLICIES`) and the fast-path table (`serving.fast_paths.FAST_PATHS`).
+
+    .venv/bin/python scripts/generate_docs.py          # rewrite README.md's marked regions
+    .venv/bin/python scripts/generate_docs.py --check  # exit 1 if any region has drifted
+
+Each region sits between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->`;
+tests/test_docs.py runs the check in CI.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def policies_table() -> str:
+    from policies.pack import POLICIES
+
+    rows = ["| policy | enforcement | holds that |", "| --- | --- | --- |"]
+    for policy in POLICIES:
+        level = policy.enforcement_level.value if policy.enforcement_level else "advisory"
+        rows.append(f"| `{policy.name}` | {level} | {policy.description} |")
+    return "\n".join(rows)
+
+
+def fast_paths_table() -> str:
+    from serving.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
+
+    rows = ["| profile switch (`fast_paths:`) | variable on the head and every worker | what |"]
+    rows.append("| --- | --- | --- |")
+    for path in FAST_PATHS:
+        rows.append(f"| `{path.field}` | `{path.variable}` | {path.description} |")
+    rows.append(
+        f"| (a prompt-reading router behind direct streaming) | `{FORWARD_BODY_VARIABLE}` | "
+        "HAProxy forwards the request body to the router. |"
+    )
+    return "\n".join(rows)
+
+
+REGIONS: dict[str, Callable[[], str]] = {
+    "policies": policies_table,
+    "fast-paths": fast_paths_table,
+}
+
+
+def render(text: str) -> str:
+    for name, make in REGIONS.items():
+        pattern = re.compile(
+            rf"(<!-- generated:{name} -->\n).*?(<!-- /generated:{name} -->)", re.DOTALL
+        )
+        if not pattern.search(text):
+            raise SystemExit(f"README.md has no region <!-- generated:{name} -->")
+        text = pattern.sub(lambda match, make=make: match[1] + make() + "\n" + match[2], text)
+    return text
+
+
+def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))
+    current = README.read_text()
+    wanted = render(current)
+    if "--check" in argv:
+        if current != wanted:
+            print(f"README.md's generated tables have drifted: run {__file__}", file=sys.stderr)
+            return 1
+        return 0
+    README.write_text(wanted)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
