@@ -128,9 +128,15 @@ class Router(_Frozen):
         default=None, ge=0, le=1, description="Smallest prefix match rate that counts as a hit."
     )
     do_eviction: bool | None = Field(default=None, description="Evict the router's prefix tree.")
-    eviction_threshold_chars: int | None = Field(default=None, gt=0)
-    eviction_target_chars: int | None = Field(default=None, gt=0)
-    eviction_interval_secs: int | None = Field(default=None, gt=0)
+    eviction_threshold_chars: int | None = Field(
+        default=None, gt=0, description="Prefix-tree size, in characters, that starts eviction."
+    )
+    eviction_target_chars: int | None = Field(
+        default=None, gt=0, description="Prefix-tree size, in characters, eviction shrinks to."
+    )
+    eviction_interval_secs: int | None = Field(
+        default=None, gt=0, description="Seconds between the router's eviction passes."
+    )
     # servestack_prefix_affinity (serving/routing.py); unset ones keep the router's defaults.
     chunk_chars: int | None = Field(
         default=None, ge=16, description="Prompt characters per hashed prefix chunk."
@@ -184,8 +190,14 @@ ROUTER_KWARGS: dict[str, tuple[str, ...]] = {
 
 
 class Autoscaling(_Frozen):
-    min_replicas: int = Field(default=1, ge=0, le=1000)
-    max_replicas: int = Field(default=1, ge=1, le=1000)
+    """Ray Serve autoscaling of one replica group."""
+
+    min_replicas: int = Field(
+        default=1, ge=0, le=1000, description="Fewest replicas; 0 lets an idle model scale away."
+    )
+    max_replicas: int = Field(
+        default=1, ge=1, le=1000, description="Most replicas; the GPU pools are sized for it."
+    )
     target_ongoing_requests: float = Field(
         default=32, gt=0, description="Requests in flight per replica that autoscaling aims at."
     )
@@ -239,7 +251,9 @@ class DisaggregatedRole(_Frozen):
     parallelism: Parallelism | None = Field(
         default=None, description="Overrides the profile's parallelism for this role."
     )
-    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
+    autoscaling: Autoscaling = Field(
+        default_factory=Autoscaling, description="Replica bounds of this role."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -259,9 +273,15 @@ class DisaggregatedRole(_Frozen):
 class Disaggregation(_Frozen):
     """Prefill/decode disaggregation: two replica groups joined by a KV-cache transfer."""
 
-    prefill: DisaggregatedRole = Field(default_factory=DisaggregatedRole)
-    decode: DisaggregatedRole = Field(default_factory=DisaggregatedRole)
-    kv_connector: Literal["NixlConnector"] = "NixlConnector"
+    prefill: DisaggregatedRole = Field(
+        default_factory=DisaggregatedRole, description="The replicas that compute prompts."
+    )
+    decode: DisaggregatedRole = Field(
+        default_factory=DisaggregatedRole, description="The replicas that generate tokens."
+    )
+    kv_connector: Literal["NixlConnector"] = Field(
+        default="NixlConnector", description="vLLM's KV transfer between prefill and decode."
+    )
 
 
 class ModelSpec(_Frozen):
@@ -278,29 +298,48 @@ class ModelSpec(_Frozen):
         default="none",
         description="none: as published; fp8: an FP8 checkpoint; fp8_online: quantize at load.",
     )
-    kv_cache_dtype: KvCacheDtype = "auto"
+    kv_cache_dtype: KvCacheDtype = Field(
+        default="auto",
+        description="auto: the model's dtype; fp8: half the KV bytes, on GPUs with FP8 math.",
+    )
     accelerator: str = Field(description="Accelerator catalog key, e.g. 'h100-80gb'.")
     machine_type: str | None = Field(
         default=None, description="GCE machine type; by default the smallest that holds a replica."
     )
-    parallelism: Parallelism = Field(default_factory=Parallelism)
+    parallelism: Parallelism = Field(
+        default_factory=Parallelism, description="How one replica is split over GPUs."
+    )
     max_model_len: int = Field(ge=16, description="Longest sequence (prompt + output) served.")
     max_num_batched_tokens: int = Field(
         default=8192, ge=16, description="Chunked-prefill token budget per engine step."
     )
     max_num_seqs: int = Field(default=256, ge=1, le=4096, description="Sequences per engine step.")
-    gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.98)
-    prefix_caching: bool = True
+    gpu_memory_utilization: float = Field(
+        default=0.9, gt=0.1, le=0.98, description="Share of each GPU's memory vLLM may take."
+    )
+    prefix_caching: bool = Field(
+        default=True, description="vLLM's automatic prefix caching (the prefix routers need it)."
+    )
     placement: Placement = Field(
         default="auto",
         description="Ray placement strategy of a replica's GPUs. auto: STRICT_PACK inside a "
         "node, PACK across nodes; anything else is for experiments, and the policy pack judges it.",
     )
-    router: Router = Field(default_factory=Router)
-    disaggregation: Disaggregation | None = None
-    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
-    workload: Workload = Field(default_factory=Workload)
-    fast_paths: FastPaths = Field(default_factory=FastPaths)
+    router: Router = Field(
+        default_factory=Router, description="How Ray Serve picks a replica for a request."
+    )
+    disaggregation: Disaggregation | None = Field(
+        default=None, description="Prefill/decode disaggregation; unset, one replica does both."
+    )
+    autoscaling: Autoscaling = Field(
+        default_factory=Autoscaling, description="Replica bounds and Serve's autoscaling target."
+    )
+    workload: Workload = Field(
+        default_factory=Workload, description="The typical request, for the plan's estimates."
+    )
+    fast_paths: FastPaths = Field(
+        default_factory=FastPaths, description="Ray 2.56 fast paths, all on by default."
+    )
     engine_args: dict[str, Any] = Field(
         default_factory=dict,
         description=f"Further vLLM {VLLM_VERSION} engine arguments, e.g. all2all_backend.",

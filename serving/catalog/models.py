@@ -28,26 +28,30 @@ class Architecture(BaseModel):
     active_params: float = Field(
         gt=0, description="Parameters used per token (MoE: routed subset)."
     )
-    num_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
+    num_layers: int = Field(gt=0, description="Transformer layers (config: num_hidden_layers).")
+    hidden_size: int = Field(gt=0, description="Model width (config: hidden_size).")
+    num_attention_heads: int = Field(gt=0, description="Query heads per layer.")
     num_kv_heads: int = Field(gt=0, description="Key/value heads (GQA); equals heads for MHA.")
-    head_dim: int = Field(gt=0)
+    head_dim: int = Field(gt=0, description="Width of one attention head.")
     intermediate_size: int = Field(gt=0, description="Dense MLP width (MoE: one expert's width).")
-    vocab_size: int = Field(gt=0)
-    tied_embeddings: bool = False
+    vocab_size: int = Field(gt=0, description="Tokenizer vocabulary (embedding rows).")
+    tied_embeddings: bool = Field(
+        default=False, description="The output head shares the input embedding's weights."
+    )
     max_position_embeddings: int = Field(gt=0, description="Longest context the model supports.")
     weight_dtype: WeightDtype = Field(default="bf16", description="Dtype of the published weights.")
     expert_weight_dtype: WeightDtype | None = Field(
         default=None, description="Dtype of expert weights where it differs (gpt-oss: mxfp4)."
     )
-    attention: Literal["gqa", "mla"] = "gqa"
+    attention: Literal["gqa", "mla"] = Field(
+        default="gqa", description="gqa: grouped-query (MHA included); mla: DeepSeek's latent."
+    )
     kv_lora_rank: int | None = Field(default=None, description="MLA compressed KV width.")
     qk_rope_head_dim: int | None = Field(default=None, description="MLA decoupled RoPE key width.")
     num_experts: int = Field(
         default=0, ge=0, description="Routed experts per MoE layer; 0 = dense."
     )
-    experts_per_token: int = Field(default=0, ge=0)
+    experts_per_token: int = Field(default=0, ge=0, description="Experts routed per token.")
     sliding_window_layers: int = Field(
         default=0, ge=0, description="Layers with a short sliding window (their KV is negligible)."
     )

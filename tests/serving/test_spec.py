@@ -6,11 +6,12 @@ fix it proposes (the nearest known key, the catalog's limit, the machines that w
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from serving import catalog, planner
 from serving.errors import ProfileValidationError, ServestackError
@@ -518,3 +519,23 @@ class TestReporting:
         with pytest.raises(ServestackError) as caught:
             load_profile(tmp_path / "absent.yaml")
         assert caught.value.problem == "no such file"
+
+
+def test_every_profile_field_is_described() -> None:
+    """Error hints and the README's profile reference are built from the descriptions."""
+    undescribed: list[str] = []
+    seen: set[type[BaseModel]] = set()
+
+    def walk(model: type[BaseModel]) -> None:
+        if model in seen:
+            return
+        seen.add(model)
+        for name, field in model.model_fields.items():
+            if not field.description:
+                undescribed.append(f"{model.__name__}.{name}")
+            for candidate in typing.get_args(field.annotation) or (field.annotation,):
+                if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                    walk(candidate)
+
+    walk(ModelSpec)
+    assert undescribed == []
