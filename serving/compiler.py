@@ -1,7 +1,8 @@
 """The compiler: one model spec into what Ray Serve LLM 2.56 and KubeRay run.
 
 - `serve_config(spec)`: the `serveConfigV2` document, one application built by one of Ray's public
-  builders, so the cluster runs no code of ours;
+  builders; the only code of ours the cluster runs is servestack's request router, where the
+  profile names it (`serving.routers`);
 - `cluster_env(spec)`: the fast-path variables for the Ray head and every worker container;
 - `worker_shapes(spec)`: the GPU worker pods one model needs, per machine type.
 

@@ -1,4 +1,4 @@
-"""servestack's prefix-affinity request router for Ray Serve 2.56 (issue 8).
+"""servestack's prefix-affinity request router for Ray Serve 2.56.
 
 Why not Ray's PrefixCacheAffinityRouter: under HAProxy + direct streaming, HAProxy asks the
 LLMRouter deployment for a replica through `handle.choose_replica(..., _reserve=False)`. That

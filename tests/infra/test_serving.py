@@ -2,8 +2,8 @@
 compiled Serve application and fast paths, lands on a pool the stack creates, and no secret
 reaches any resource in plaintext.
 
-`crds/ray.io_rayservices.yaml` is KubeRay v1.7.0's CRD as published (a copy of
-../shared/kuberay/v1.7.0/, so the clone tests itself). Validation is as strict as
+`crds/ray.io_rayservices.yaml` is KubeRay v1.7.0's CRD as published (a copy kept in the
+repository, so a clone tests itself). Validation is as strict as
 `kubectl apply --validate=strict`: the CRD's defaults applied, unknown fields refused.
 """
 

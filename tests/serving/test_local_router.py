@@ -1,7 +1,7 @@
 """The request router is live: with several shared system prompts and two replicas, prefix
 affinity gets a higher prefix-cache hit rate than power of two on the same requests, without
 sending every request to one replica. Ray's PrefixCacheAffinityRouter (the profile's) does not
-(issue 8, an expected failure); servestack's router (serving.routing) does.
+(a strict expected failure); servestack's router (serving.routing) does.
 
 Both configurations run the shipped profile's compiled application with the fast paths on
 (HAProxy, direct streaming), as the cluster runs it; only the router differs. Hit rates and
@@ -61,9 +61,9 @@ def test_power_of_two_spreads_requests(reports: dict[str, bench.WorkloadReport])
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 8: Ray 2.56.1's PrefixCacheAffinityRouter under HAProxy + direct streaming "
+    reason="Ray 2.56.1's PrefixCacheAffinityRouter under HAProxy + direct streaming "
     "sends every request to one replica (choose_replica's fast path never calls "
-    "on_request_routed, so its prefix tree stays empty); see ../shared/DESIGN.md",
+    "on_request_routed, so its prefix tree stays empty); serving/routing.py explains",
 )
 def test_prefix_affinity_hits_the_cache_more_than_power_of_two_across_replicas(
     reports: dict[str, bench.WorkloadReport],
