@@ -20,7 +20,7 @@ from rich.text import Text
 from infra import report
 from infra.config import DEFAULT_STACK, load_stack
 from infra.platform import plan_platform
-from infra.render import render_model
+from infra.render import check_out_dir, model_objects, render_model
 from serving.catalog import ARCHITECTURES
 from serving.errors import ServestackError, unknown_key_fix
 from serving.loading import display_path
@@ -134,19 +134,27 @@ def render_command(
     """
     loaded = load_stack(stack)
     out_dir = out if out is not None else Path("rendered") / stack
+    check_out_dir(out_dir)
     chosen = loaded.profiles
     if model:
         wanted = _pick(loaded.profiles, model, loaded.path, "--model")
         chosen = {key: spec for key, spec in chosen.items() if spec is wanted}
+    plans = {profile: plan(spec, loaded.config.prices) for profile, spec in chosen.items()}
+    # Every model's objects are checked before the first file is written: a refused input
+    # leaves nothing behind.
+    for profile, spec in chosen.items():
+        if plans[profile].ok:
+            model_objects(spec, profile, loaded)
     failed = False
     for profile, spec in chosen.items():
-        model_plan = plan(spec, loaded.config.prices)
+        model_plan = plans[profile]
         if not model_plan.ok:
             report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: not rendered: ")
             failed = True
             continue
         for path in render_model(spec, profile, loaded, out_dir):
             console.print(f"wrote {path}", highlight=False)
+        report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: ")
     if failed:
         raise typer.Exit(1)
 

@@ -17,11 +17,11 @@ import json
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Network
 from pathlib import Path
-from typing import Any, Literal, get_origin
+from typing import Annotated, Any, Literal, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator
 
-from serving import catalog
+from serving import catalog, names
 from serving.errors import FixableValueError, ServestackError
 from serving.loading import display_path, load_profile, read_yaml, validate
 from serving.ray_release import DEFAULT_RAY_IMAGE, RAY_FLOOR, image_ray_version
@@ -35,6 +35,9 @@ ReleaseChannel = Literal["RAPID", "REGULAR", "STABLE"]
 ReservationAffinity = Literal["none", "any", "specific"]
 GpuDriverVersion = Literal["LATEST", "DEFAULT", "INSTALLATION_DISABLED"]
 KubeRayInstall = Literal["helm", "gke_addon"]
+# The stack's models are strict (no `true` for a count, no "2" for a number); a CIDR block is
+# written as text and parsed.
+Cidr = Annotated[IPv4Network, Strict(False)]
 
 # Read by the program only, from Pulumi's encrypted config (`load_pulumi_secrets`).
 SECRET_KEYS = frozenset({"api_keys", "tls_cert", "tls_key", "hf_token"})
@@ -47,7 +50,7 @@ class GpuPoolOptions(BaseModel):
     follows from the catalog and the models' plans; these are the choices a plan cannot make.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     spot: bool = Field(
         default=False, description="Spot VMs: much cheaper, but GCP may reclaim a node any time."
@@ -87,7 +90,7 @@ class GpuPoolOptions(BaseModel):
 class StackConfig(BaseModel):
     """The `servestack:` keys of a stack file."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     models: list[str] = Field(
         min_length=1,
@@ -108,7 +111,7 @@ class StackConfig(BaseModel):
     release_channel: ReleaseChannel = Field(
         default="REGULAR", description="GKE release channel: RAPID, REGULAR or STABLE."
     )
-    master_authorized_networks: list[IPv4Network] = Field(
+    master_authorized_networks: list[Cidr] = Field(
         default_factory=list,
         description="CIDR blocks that may reach the control plane's public endpoint; none by "
         "default.",
@@ -121,16 +124,16 @@ class StackConfig(BaseModel):
     deletion_protection: bool = Field(
         default=True, description="Refuse to delete the cluster (set false for throwaway stacks)."
     )
-    subnet_cidr: IPv4Network = Field(
+    subnet_cidr: Cidr = Field(
         default=IPv4Network("10.0.0.0/20"), description="Primary range of the nodes' subnet."
     )
-    pods_cidr: IPv4Network = Field(
+    pods_cidr: Cidr = Field(
         default=IPv4Network("10.4.0.0/14"), description="Secondary range for pod IPs."
     )
-    services_cidr: IPv4Network = Field(
+    services_cidr: Cidr = Field(
         default=IPv4Network("10.8.0.0/20"), description="Secondary range for Service IPs."
     )
-    control_plane_cidr: IPv4Network = Field(
+    control_plane_cidr: Cidr = Field(
         default=IPv4Network("172.16.0.0/28"), description="The /28 GKE gives the control plane."
     )
     system_machine_type: str = Field(
@@ -158,7 +161,7 @@ class StackConfig(BaseModel):
     edge_internal: bool = Field(
         default=True, description="An internal load balancer (VPC only); false for the internet."
     )
-    edge_source_ranges: list[IPv4Network] = Field(
+    edge_source_ranges: list[Cidr] = Field(
         default_factory=list,
         description="CIDR blocks allowed to reach the edge load balancer; empty, any.",
     )
@@ -171,6 +174,20 @@ class StackConfig(BaseModel):
     stream_timeout_s: int = Field(
         default=600, ge=30, le=7200, description="Longest a streamed answer may run, seconds."
     )
+
+    @field_validator("models")
+    @classmethod
+    def _plain_unique_names(cls, models: list[str]) -> list[str]:
+        for index, model in enumerate(models):
+            try:
+                names.check_profile_name(model)
+            except FixableValueError as exc:
+                raise FixableValueError(exc.problem, exc.fix, field=str(index)) from None
+            if model in models[:index]:
+                raise FixableValueError(
+                    f"'{model}' is listed twice", "list each model once", field=str(index)
+                )
+        return models
 
     @field_validator("ray_image")
     @classmethod
@@ -377,6 +394,16 @@ def build_stack(
                 "give each profile its own name: each model gets its own RayService and route",
             )  # fmt: skip
         served[spec.name] = model
+    for kind, derived, first, second in names.collisions(
+        {model: spec.name for model, spec in profiles.items()}
+    ):
+        raise ServestackError(
+            source, f"{NAMESPACE}:models",
+            f"models '{profiles[first].name}' ({first}) and '{profiles[second].name}' ({second}) "
+            f"both become the {kind} '{derived}': one would take over the other's",
+            f"rename one of them (name: in stacks/models/{second}.yaml) so that they differ in "
+            "letters or digits, not only in '.', '_' or case",
+        )  # fmt: skip
     return Stack(name=name, path=path, config=config, gcp=gcp, profiles=profiles)
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from serving import names
 from serving.catalog import GIB
 from serving.compiler import (
     MODEL_MOUNT_ROOT,
@@ -28,6 +28,8 @@ from serving.compiler import (
     serve_config,
     worker_shapes,
 )
+from serving.errors import ServestackError
+from serving.limits import size_problems
 from serving.ray_release import RAY_FLOOR, image_ray_version
 from serving.routers import SERVESTACK_ROUTERS
 from serving.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
@@ -54,27 +56,24 @@ GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 ROUTER_PACKAGE_ROOT = "/opt/servestack"
 ROUTER_MODULE = "serving.routing"
 
-_DNS_LABEL = re.compile(r"[^a-z0-9-]+")
-
 
 def resource_name(spec: ModelSpec) -> str:
-    """The model's name in Kubernetes: its served id as a DNS label (Services need one, and
-    KubeRay names the serve Service `<name>-serve-svc`)."""
-    return _DNS_LABEL.sub("-", spec.name).strip("-")
+    """The model's name in Kubernetes (`serving.names` derives every name a model takes)."""
+    return names.kubernetes_name(spec.name)
 
 
 def serve_service_name(spec: ModelSpec) -> str:
-    return f"{resource_name(spec)}-serve-svc"
+    return names.serve_service_name(spec.name)
 
 
 def hf_secret_name(spec: ModelSpec) -> str:
-    return f"{resource_name(spec)}-hf-token"
+    return names.hf_secret_name(spec.name)
 
 
 def service_account_name(spec: ModelSpec) -> str:
     """The Kubernetes service account the model's pods run as; Workload Identity lets it read
     the weights bucket."""
-    return f"{resource_name(spec)}-ray"
+    return names.service_account_name(spec.name)
 
 
 def ray_version(image: str) -> str:
@@ -89,7 +88,7 @@ def ships_router(spec: ModelSpec) -> bool:
 
 
 def router_configmap_name(spec: ModelSpec) -> str:
-    return f"{resource_name(spec)}-servestack-router"
+    return names.router_configmap_name(spec.name)
 
 
 def router_configmap(spec: ModelSpec) -> dict[str, Any]:
@@ -361,6 +360,44 @@ def model_ingress(
         },
         "spec": {"ingressClassName": INGRESS_CLASS, "rules": [rule]},
     }
+
+
+def model_objects(
+    spec: ModelSpec,
+    *,
+    image: str,
+    host: str | None,
+    requests_per_second: int,
+    stream_timeout_s: int,
+    with_hf_token: bool,
+) -> list[dict[str, Any]]:
+    """Every Kubernetes object of one model that carries what its profile says."""
+    objects = [
+        rayservice(spec, image, with_hf_token=with_hf_token),
+        model_ingress(
+            spec,
+            host=host,
+            requests_per_second=requests_per_second,
+            stream_timeout_s=stream_timeout_s,
+        ),
+    ]
+    if ships_router(spec):
+        objects.append(router_configmap(spec))
+    return objects
+
+
+def check_sizes(objects: list[dict[str, Any]], source: str) -> None:
+    """Refuse, naming the profile, any object the Kubernetes API would not store: nothing of a
+    model is registered or rendered when one of its objects is too large."""
+    for manifest in objects:
+        problems = size_problems(manifest)
+        if problems:
+            raise ServestackError(
+                source, f"{manifest['kind']} {manifest['metadata']['name']}",
+                "; ".join(problems),
+                "the profile's env, engine_args or inline architecture are far too large: "
+                "shorten them (the RayService carries the whole profile)",
+            )  # fmt: skip
 
 
 def edge_values(

@@ -19,10 +19,12 @@ import re
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 from itertools import combinations
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from infra.config import NAMESPACE, GpuPoolOptions, KubeRayInstall, ReleaseChannel, Stack
+from infra.manifests import check_sizes, model_objects
 from serving import catalog
 from serving.catalog import MachineType
 from serving.compiler import worker_shapes
@@ -31,6 +33,7 @@ from serving.exposure import SMALLEST_AUTHORIZED_PREFIX, too_wide
 from serving.loading import display_path, validate
 from serving.planner import plan
 from serving.scheduling import gpu_node_selector
+from serving.spec import ModelSpec
 
 _ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 _CLOCK = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
@@ -370,6 +373,8 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
     project = _required(stack.gcp.project, source, "gcp:project", "your GCP project id")
     region = _required(stack.gcp.region, source, "gcp:region", "a region, e.g. us-central1")
     demands = _gpu_demands(stack, judge_layouts)
+    for model, spec in stack.profiles.items():
+        check_sizes(stack_objects(stack, spec), display_path(stack.profile_path(model)))
     network = validate(
         NetworkSpec,
         {"region": region} | config.model_dump(
@@ -421,6 +426,19 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
         cluster=cluster,
         system_pool=system_pool,
         gpu_pools=gpu_pools,
+    )
+
+
+def stack_objects(stack: Stack, spec: ModelSpec) -> list[dict[str, Any]]:
+    """One model's Kubernetes objects as this stack registers them."""
+    config = stack.config
+    return model_objects(
+        spec,
+        image=config.ray_image,
+        host=config.edge_host,
+        requests_per_second=config.edge_rate_limit_rps,
+        stream_timeout_s=config.stream_timeout_s,
+        with_hf_token="hf_token" in stack.secrets and not spec.source.startswith("gs://"),
     )
 
 

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
+from policies.objects import OBJECT_POLICIES
 from policies.platform import PLATFORM_POLICIES
 from policies.serve import SERVING_POLICIES
 from policies.topology import TOPOLOGY_POLICIES
 
 PACK_NAME = "servestack-llm-serving"
-POLICIES: list[Policy] = [*TOPOLOGY_POLICIES, *SERVING_POLICIES, *PLATFORM_POLICIES]
+POLICIES: list[Policy] = [
+    *TOPOLOGY_POLICIES,
+    *SERVING_POLICIES,
+    *PLATFORM_POLICIES,
+    *OBJECT_POLICIES,
+]

@@ -20,7 +20,7 @@ from serving.exposure import (
     too_wide,
 )
 from serving.scheduling import GPU_TAINT_EFFECT, GPU_TAINT_KEY
-from serving.spec import looks_secret
+from serving.secrets import credential_in, looks_secret
 
 
 def _private_nodes(
@@ -112,10 +112,15 @@ def _no_plaintext_secret(
 ) -> Iterator[str]:
     for container in _containers(props):
         for variable in container.get("env") or []:
-            if "value" in variable and looks_secret(str(variable.get("name", ""))):
+            if "value" not in variable:
+                continue
+            variable_name = str(variable.get("name", ""))
+            what = credential_in(str(variable.get("value") or ""), variable_name)
+            if looks_secret(variable_name) or what is not None:
                 yield (
                     f"{name}: container {container.get('name')} carries "
-                    f"{variable['name']} as a plaintext value"
+                    f"{variable_name} as a plaintext value"
+                    + (f" that looks like {what}" if what else "")
                 )
 
 

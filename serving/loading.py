@@ -6,6 +6,7 @@ type or an impossible value reads the same wherever it was made: file, field, pr
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,22 +33,97 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-def read_yaml(path: Path) -> Any:
+# A profile or a stack file is a page of settings (the shipped ones are under 2 KB); a file far
+# larger is a mistake or an attack, and everything in a profile reaches the RayService, which the
+# Kubernetes API stores only up to its object size limit.
+MAX_FILE_BYTES = 64 * 1024
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML as a settings file needs it: no aliases (a few bytes of anchors can expand into
+    megabytes), no key written twice (the second would silently win), and floats as YAML 1.2
+    reads them (`8.0e9`, which YAML 1.1 reads as a string)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.constructor.ConstructorError(
+                None, None, f"alias *{event.anchor} is not allowed here", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, list | dict):
+                continue  # unhashable: SafeLoader refuses it with its own message
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is written twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def load_yaml_text(text: str) -> Any:
+    """Parse settings YAML with the rules above; raises `yaml.YAMLError`."""
+    return yaml.load(text, Loader=_StrictLoader)
+
+
+def read_text(path: Path, limit: int = MAX_FILE_BYTES) -> str:
+    """A user's file as UTF-8 text, or a `ServestackError` naming the file and what is wrong."""
     source = display_path(path)
     try:
-        text = path.read_text()
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
     except FileNotFoundError:
         raise ServestackError(source, "", "no such file", "check the path and the name") from None
+    except IsADirectoryError:
+        raise ServestackError(source, "", "is a directory, not a file", "name a file") from None
+    except OSError as exc:
+        raise ServestackError(
+            source, "", f"cannot be read ({exc.strerror})", "check the file's permissions"
+        ) from None
+    if len(data) > limit:
+        raise ServestackError(
+            source, "", f"is larger than {limit // 1024} KiB",
+            "a profile or stack file is a page of settings; remove what does not belong in it",
+        )  # fmt: skip
     try:
-        return yaml.safe_load(text)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ServestackError(
+            source, f"line {line}",
+            f"is not UTF-8: byte 0x{data[exc.start]:02x} at byte offset {exc.start}",
+            "save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`), or remove that byte",
+        ) from None  # fmt: skip
+
+
+def read_yaml(path: Path) -> Any:
+    source = display_path(path)
+    text = read_text(path)
+    try:
+        return load_yaml_text(text)
     except yaml.YAMLError as exc:
         # An unclosed bracket is noticed a line late: the context mark shows where it opened.
         mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""
         problem = str(getattr(exc, "problem", None) or exc)
-        raise ServestackError(
-            source, where, f"not valid YAML: {problem}", "fix the YAML syntax at that line"
-        ) from None
+        fix = "fix the YAML syntax at that line"
+        if "alias" in problem:
+            fix = "write the value out in full where it is used (anchors and aliases are refused)"
+        elif "written twice" in problem:
+            fix = "keep one of the two; a key written twice would silently drop the first"
+        raise ServestackError(source, where, f"not valid YAML: {problem}", fix) from None
 
 
 def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:

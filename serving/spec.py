@@ -17,6 +17,8 @@ from serving import catalog
 from serving.catalog import Accelerator, Architecture, MachineType
 from serving.errors import FixableValueError, unknown_key_fix
 from serving.fast_paths import CLUSTER_ENV_NAMES, fast_path
+from serving.names import kubernetes_name_problem
+from serving.secrets import find_credentials, looks_secret
 from serving.vllm_args import ENGINE_ARGS, FRONTEND_ARGS, VLLM_VERSION
 
 Quantization = Literal["none", "fp8", "fp8_online"]
@@ -28,14 +30,6 @@ _SERVED_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,50}[a-z0-9])?$")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _GCS_PATH = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/[^\s]*)?$")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_)KEY($|_)|API_?KEY")
-
-
-def looks_secret(name: str) -> bool:
-    """Whether a variable or argument name says it holds a credential (HF_TOKEN, API_KEY)."""
-    return bool(_SECRET_NAME.search(name.upper()))
-
-
 _SECRETS_FIX = (
     "keep secrets out of profiles: the Hugging Face token is a Pulumi secret "
     "(pulumi config set --secret servestack:hf_token ...) that reaches pods as a Kubernetes Secret"
@@ -69,10 +63,18 @@ EDGE_FRONTEND_ARGS = {
     "allowed_methods", "allowed_origins", "ssl_keyfile", "ssl_certfile", "ssl_ca_certs",
     "ssl_cert_reqs", "ssl_ciphers", "enable_ssl_refresh",
 }  # fmt: skip
+# What servestack sets in every Ray process itself; a profile's runtime_env would override it.
+RESERVED_ENV_NAMES = {
+    "PYTHONPATH": "the pods put servestack's request router on it; replacing it breaks routing",
+    "RAYLLM_VLLM_ENGINE_CLS": "it swaps the engine Ray Serve LLM runs for another class; the "
+    "cluster serves with vLLM",
+    "HF_HOME": "the pods cache downloaded weights on the node's local SSD there",
+}
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: YAML's `true` is no tensor size and "8" no count; a profile says what it means.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 class Parallelism(_Frozen):
@@ -358,6 +360,9 @@ class ModelSpec(_Frozen):
                 "use lower-case letters, digits, '.' and '-', starting and ending with a letter or "
                 "digit, e.g. 'llama-3.1-8b'",
             )
+        problem = kubernetes_name_problem(value)
+        if problem is not None:
+            raise problem
         return value
 
     @field_validator("source")
@@ -402,7 +407,7 @@ class ModelSpec(_Frozen):
                     f"{key} is derived from the profile", f"set {DERIVED_ENGINE_ARGS[key]} instead",
                     field=key,
                 )  # fmt: skip
-            if _SECRET_NAME.search(key.upper()):
+            if looks_secret(key):
                 raise FixableValueError(
                     f"{key} is a secret, and engine_args are stored in plaintext in the Serve "
                     "config", _SECRETS_FIX, field=key,
@@ -419,6 +424,11 @@ class ModelSpec(_Frozen):
                     unknown_key_fix(key, ENGINE_ARGS, f"vLLM {VLLM_VERSION} engine arguments"),
                     field=key,
                 )
+        for path, what in find_credentials(value):
+            raise FixableValueError(
+                f"the value looks like {what}, and engine_args are stored in plaintext in the "
+                "Serve config", _SECRETS_FIX, field=path,
+            )  # fmt: skip
         return value
 
     @field_validator("env", mode="before")
@@ -450,13 +460,24 @@ class ModelSpec(_Frozen):
                     f"set {CLUSTER_ENV_NAMES[name]} in the profile instead",
                     field=name,
                 )
-            if _SECRET_NAME.search(name):
+            if name in RESERVED_ENV_NAMES:
+                raise FixableValueError(
+                    f"{name} is set by servestack: {RESERVED_ENV_NAMES[name]}",
+                    f"remove {name} from env",
+                    field=name,
+                )
+            if looks_secret(name):
                 raise FixableValueError(
                     f"{name} looks like a secret, and env is stored in plaintext in the Serve "
                     "config",
                     _SECRETS_FIX,
                     field=name,
                 )
+        for path, what in find_credentials(value):
+            raise FixableValueError(
+                f"the value of {path} looks like {what}, and env is stored in plaintext in the "
+                "Serve config", _SECRETS_FIX, field=path,
+            )  # fmt: skip
         return value
 
     @model_validator(mode="after")

@@ -35,6 +35,7 @@ from infra.manifests import (
     ships_router,
 )
 from serving.compiler import gcs_weights
+from serving.names import gcp_account_id
 from serving.spec import ModelSpec
 
 KUBERAY_CHART = "kuberay-operator"
@@ -169,7 +170,7 @@ class LlmService(pulumi.ComponentResource):
             reader = gcp.serviceaccount.Account(
                 f"{name}-weights-reader",
                 project=args.project,
-                account_id=f"{resource_name(spec)[:22].rstrip('-')}-weights",
+                account_id=gcp_account_id(spec.name),
                 display_name=f"servestack {spec.name} weights reader",
                 opts=child,
             )

@@ -20,7 +20,7 @@ BYTES_PER_WEIGHT: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8
 class Architecture(BaseModel):
     """A transformer's shape. Parameter counts are totals over the whole model."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     key: str = Field(default="inline", description="Catalog key, e.g. 'llama-3.1-8b'.")
     hf_repo: str | None = Field(default=None, description="Where the figures were read.")

@@ -170,6 +170,20 @@ def _plaintext_token(inputs: dict[str, Any]) -> None:
     )
 
 
+# Built at run time so that no credential-shaped string sits in the repository.
+FAKE_OPENAI_KEY = "sk-" + "live-" + "a1B2c3D4" * 3
+
+
+def _env_var_in_serve_config(inputs: dict[str, Any]) -> None:
+    _serve(
+        lambda config: (
+            config.setdefault("runtime_env", {})
+            .setdefault("env_vars", {})
+            .update(MY_SETTING=FAKE_OPENAI_KEY)
+        )
+    )(inputs)
+
+
 def _strategy(strategy: str) -> Edit:
     return _serve(lambda config: config["placement_group_config"].update(strategy=strategy))
 
@@ -271,6 +285,13 @@ CASES: dict[str, Case] = {
     "platform-ingress-tls-and-auth": Case(
         "prod", INGRESS, _pop("metadata", "annotations", "haproxy.org/backend-config-snippet"),
         _pop("metadata", "annotations"), "advisory",
+    ),
+    "kubernetes-object-size": Case(
+        "prod", RAYSERVICE, _profile(env={"PADDING": "x" * 300_000}), _pop("metadata"),
+        "advisory", missing_passes=True,
+    ),
+    "serving-rayservice-no-credential-value": Case(
+        "prod", RAYSERVICE, _env_var_in_serve_config, _pop("spec", "serveConfigV2"), "advisory",
     ),
     "stack-rayservice-pool-exists": Case(
         "prod", "gpu-pool", _set(1, "autoscaling", "totalMaxNodeCount"),
