@@ -60,7 +60,7 @@ def _no_credential_value(
 
 OBJECT_POLICIES = [
     resource_policy(
-        "kubernetes-object-size",
+        "platform-object-size-limits",
         "Every Kubernetes object fits what the API server stores: 1.5 MiB an object, 256 KiB of "
         "annotations, 1 MiB of ConfigMap or Secret data.",
         "Shorten what the profile carries into the object (env, engine_args, an inline "

@@ -286,7 +286,7 @@ CASES: dict[str, Case] = {
         "prod", INGRESS, _pop("metadata", "annotations", "haproxy.org/backend-config-snippet"),
         _pop("metadata", "annotations"), "advisory",
     ),
-    "kubernetes-object-size": Case(
+    "platform-object-size-limits": Case(
         "prod", RAYSERVICE, _profile(env={"PADDING": "x" * 300_000}), _pop("metadata"),
         "advisory", missing_passes=True,
     ),
