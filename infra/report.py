@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infra.platform import PlatformPlan
+from serving.accuracy import Phase, error_band
 from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF
 from serving.planner import GroupPlan, Plan
 from serving.recommend import Candidate
@@ -110,8 +111,25 @@ def print_plan(console: Console, spec: ModelSpec, plan: Plan) -> None:
         if len(plan.groups) > 1:
             console.print(f"[bold]{group.role}[/]")
         console.print(_group_table(group))
+    print_error_bands(console, spec)
     print_verdicts(console, plan)
     console.print()
+
+
+def print_error_bands(console: Console, spec: ModelSpec) -> None:
+    """What the planner's estimates for this kind of model measurably miss by."""
+    kind = "MoE" if spec.architecture.is_moe else "dense"
+    console.print(
+        f"measured error of the estimates for {kind} models, against held-back published vLLM "
+        "runs:",
+        style="dim",
+    )
+    shown_as: tuple[tuple[Phase, str], ...] = (
+        ("decode", "ITL"), ("ttft", "TTFT"), ("saturation", "throughput"),
+    )  # fmt: skip
+    for phase, shown in shown_as:
+        band = error_band(spec.architecture.is_moe, phase)
+        console.print(f"  {shown}: {band.describe()}", style="dim", highlight=False)
 
 
 def print_verdicts(console: Console, plan: Plan, prefix: str = "") -> None:
@@ -144,7 +162,7 @@ def print_recommendation(
     for candidate in ranked:
         style = "green" if candidate.rank == 1 and "cheapest" in candidate.reason else None
         table.add_row(
-            str(candidate.rank),
+            f"{candidate.rank}=" if candidate.tie else str(candidate.rank),
             candidate.machine_type,
             candidate.layout,
             str(candidate.gpus_per_replica),
@@ -156,6 +174,14 @@ def print_recommendation(
             style=style,
         )
     console.print(table)
+    band = error_band(spec.architecture.is_moe, "saturation")
+    console.print(
+        f"$/M tok follows the throughput estimate, whose measured error for "
+        f"{'MoE' if spec.architecture.is_moe else 'dense'} models is {band.describe()}; "
+        "rows marked '=' cost within that band of the winner: a tie.",
+        style="dim",
+        highlight=False,
+    )
 
 
 def print_platform(console: Console, platform: PlatformPlan) -> None:

@@ -1,5 +1,6 @@
 """Rewrite the README's generated tables from the code that holds their facts: the policy pack
-(`policies.pack.POLICIES`) and the fast-path table (`serving.fast_paths.FAST_PATHS`).
+(`policies.pack.POLICIES`), the fast-path table (`serving.fast_paths.FAST_PATHS`) and the
+planner's error against the held-back published runs (`tests/calibration_set.py`).
 
     .venv/bin/python scripts/generate_docs.py          # rewrite README.md's marked regions
     .venv/bin/python scripts/generate_docs.py --check  # exit 1 if any region has drifted
@@ -43,9 +44,17 @@ def fast_paths_table() -> str:
     return "\n".join(rows)
 
 
+def planner_error_table() -> str:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from calibration_set import readme_error_table
+
+    return readme_error_table()
+
+
 REGIONS: dict[str, Callable[[], str]] = {
     "policies": policies_table,
     "fast-paths": fast_paths_table,
+    "planner-error": planner_error_table,
 }
 
 

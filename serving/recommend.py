@@ -1,5 +1,11 @@
 """Rank accelerators and layouts for one model by cost per million output tokens, within a
-latency target, and say why each loser lost."""
+latency target, and say why each loser lost.
+
+Candidates whose cost is within the planner's measured throughput error of the winner's
+(serving.accuracy) are marked as ties: the estimates cannot tell them apart. For mixture-of-experts
+models, DP+EP groups may span whole nodes where the machine type's GPUs have their own NICs
+(`MachineType.expert_parallel_across_nodes`).
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,16 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving import catalog
-from serving.catalog import MachineType
+from serving.accuracy import error_band
+from serving.catalog import NODE_POOLS_ATTACH_GPU_NETWORK, MachineType
 from serving.planner import Plan, plan, valid_tensor_sizes
 from serving.spec import ModelSpec, Parallelism
 
 DATA_PARALLEL_SIZES = (1, 2, 4, 8)
 MAX_RECOMMENDED_PIPELINE = 4
+# DP+EP groups across nodes: whole nodes, up to this many (wide EP beyond that is a deployment of
+# its own, with prefill/decode disaggregation).
+MAX_EXPERT_PARALLEL_NODES = 4
 
 
 class Candidate(BaseModel):
@@ -29,6 +39,10 @@ class Candidate(BaseModel):
     ttft_s: float
     itl_at_batch_s: float
     output_tokens_per_s: float
+    tie: bool = Field(
+        default=False,
+        description="Costs within the planner's measured throughput error of the winner's.",
+    )
     reason: str = Field(description="Why it won, or why it lost.")
 
 
@@ -38,10 +52,14 @@ def _layouts(spec: ModelSpec, machine: MachineType) -> Iterator[Parallelism]:
         stages = range(1, MAX_RECOMMENDED_PIPELINE + 1) if tensor == per_node else (1,)
         for pipeline in stages:
             yield Parallelism(tensor=tensor, pipeline=pipeline)
-        if spec.architecture.is_moe:
-            for data in DATA_PARALLEL_SIZES[1:]:
-                if tensor * data <= per_node:
-                    yield Parallelism(tensor=tensor, data=data, expert=True)
+        if not spec.architecture.is_moe:
+            continue
+        for data in DATA_PARALLEL_SIZES[1:]:
+            if tensor * data <= per_node:
+                yield Parallelism(tensor=tensor, data=data, expert=True)
+        if machine.expert_parallel_across_nodes:
+            for nodes in range(2, MAX_EXPERT_PARALLEL_NODES + 1):
+                yield Parallelism(tensor=tensor, data=nodes * per_node // tensor, expert=True)
 
 
 def _variant(spec: ModelSpec, machine: MachineType, layout: Parallelism) -> ModelSpec:
@@ -100,15 +118,29 @@ def recommend(
     scored = _score_all(spec, itl_target_s, ttft_target_s, prices)
     eligible = sorted((s for s in scored if s.why_not is None), key=lambda s: s.cost)
     rejected = sorted((s for s in scored if s.why_not is not None), key=lambda s: s.cost)
+    band = error_band(spec.architecture.is_moe, "saturation").band
     candidates = []
     for rank, item in enumerate(eligible + rejected, start=1):
+        tie = False
         if item.why_not is not None:
             reason = item.why_not
         elif rank == 1:
             reason = "cheapest per million output tokens within the latency targets"
         else:
-            reason = f"{item.cost / eligible[0].cost:.2f}x the winner's cost"
+            ratio = item.cost / eligible[0].cost
+            tie = ratio - 1 <= band
+            reason = f"{ratio:.2f}x the winner's cost" + (
+                f"; a tie: within the planner's measured ±{band:.0%} throughput error"
+                if tie
+                else ""
+            )
         group = item.plan.groups[0]
+        if group.placement.spans_nodes and item.layout.expert and item.why_not is None:
+            reason += (
+                f"; DP+EP over {group.placement.nodes_per_replica} nodes on "
+                f"{item.machine.gpu_network}"
+                + ("" if NODE_POOLS_ATTACH_GPU_NETWORK else " (node pools do not attach it yet)")
+            )
         candidates.append(
             Candidate(
                 rank=rank,
@@ -120,6 +152,7 @@ def recommend(
                 ttft_s=item.plan.ttft_s,
                 itl_at_batch_s=group.estimates.itl_at_batch_s,
                 output_tokens_per_s=item.plan.output_tokens_per_s,
+                tie=tie,
                 reason=reason,
             )
         )

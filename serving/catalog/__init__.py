@@ -9,8 +9,20 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from serving.catalog.accelerators import ACCELERATORS, FP8_ACCELERATORS, Accelerator
-from serving.catalog.machines import GIB, MACHINE_TYPES, PRICES_AS_OF, MachineType, machines_for
-from serving.catalog.models import ARCHITECTURES, BYTES_PER_WEIGHT, Architecture
+from serving.catalog.machines import (
+    GIB,
+    MACHINE_TYPES,
+    NODE_POOLS_ATTACH_GPU_NETWORK,
+    PRICES_AS_OF,
+    MachineType,
+    machines_for,
+)
+from serving.catalog.models import (
+    ARCHITECTURES,
+    BYTES_PER_WEIGHT,
+    BYTES_PER_WEIGHT_AS_LOADED,
+    Architecture,
+)
 from serving.catalog.zones import GPU_ZONES, region_of, regions_offering, zones_offering
 from serving.errors import FixableValueError, unknown_key_fix
 
@@ -43,10 +55,12 @@ __all__ = [
     "ACCELERATORS",
     "ARCHITECTURES",
     "BYTES_PER_WEIGHT",
+    "BYTES_PER_WEIGHT_AS_LOADED",
     "FP8_ACCELERATORS",
     "GIB",
     "GPU_ZONES",
     "MACHINE_TYPES",
+    "NODE_POOLS_ATTACH_GPU_NETWORK",
     "PRICES_AS_OF",
     "Accelerator",
     "Architecture",

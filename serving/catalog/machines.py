@@ -13,6 +13,8 @@ discount, and stack config may override them (`servestack:prices`).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving.catalog.accelerators import ACCELERATORS
@@ -21,6 +23,15 @@ GIB = 1024**3
 # "Each Local SSD disk is 375 GiB in size" (cloud.google.com/compute/docs/disks/local-ssd)
 LOCAL_SSD_BYTES = 375 * 2**30
 PRICES_AS_OF = "2025-Q4"
+# Expert parallelism across nodes sends every MoE layer's all-to-all between machines, which
+# needs the GPU NICs: RDMA on A3 Ultra (DeepEP's kernels need it), GPUDirect-TCPXO on A3 Mega and
+# GPUDirect-TCPX on A3 High's 8-GPU size (NCCL all-to-all through Google's NCCL plugin, vLLM's
+# allgather-reducescatter backend). Other sizes reach other nodes through the host NIC only.
+GpuNetwork = Literal["host", "gpudirect-tcpx", "gpudirect-tcpxo", "rdma"]
+# GKE attaches the GPU NICs only to node pools that ask for them (additional node networks on
+# the GPU VPCs, plus the NCCL plugin's DaemonSet for TCPX/TCPXO). servestack's node pools do not
+# yet, so cross-node traffic of a deployed replica still rides the host NIC.
+NODE_POOLS_ATTACH_GPU_NETWORK = False
 
 
 class MachineType(BaseModel):
@@ -41,6 +52,11 @@ class MachineType(BaseModel):
         description="GPU-to-GPU bandwidth between nodes: the GPU NICs (GPUDirect) where the "
         "machine has them, not the host NIC."
     )
+    gpu_network: GpuNetwork = Field(
+        default="host",
+        description="The NICs GPUs reach other nodes through: GPUDirect or RDMA where the "
+        "machine has GPU NICs, else the host network.",
+    )
     price_per_hour_usd: float = Field(
         description=f"Approximate on-demand list price, {PRICES_AS_OF}."
     )
@@ -51,6 +67,11 @@ class MachineType(BaseModel):
     @property
     def local_ssd_bytes(self) -> int:
         return self.local_ssd_count * LOCAL_SSD_BYTES
+
+    @property
+    def expert_parallel_across_nodes(self) -> bool:
+        """A DP+EP group may span nodes of this type: its GPUs have their own NICs."""
+        return self.gpu_network != "host"
 
 
 def _gbps(gigabits: float) -> float:
@@ -68,6 +89,7 @@ def _family(
     network_gbps: dict[int, float],
     price_per_gpu_hour: float,
     on_demand_sizes: tuple[int, ...] = (1, 2, 4, 8),
+    gpu_network: dict[int, GpuNetwork] | None = None,
 ) -> list[MachineType]:
     """The 1/2/4/8-GPU sizes of one series, which scale linearly per GPU."""
     return [
@@ -82,6 +104,7 @@ def _family(
             network_bandwidth_bytes_per_s=_gbps(network_gbps[gpus]),
             price_per_hour_usd=round(price_per_gpu_hour * gpus, 2),
             on_demand=gpus in on_demand_sizes,
+            gpu_network=(gpu_network or {}).get(gpus, "host"),
         )
         for gpus in (1, 2, 4, 8)
     ]
@@ -127,6 +150,7 @@ MACHINE_TYPES: dict[str, MachineType] = {
             network_gbps={1: 25, 2: 50, 4: 100, 8: 800},
             price_per_gpu_hour=11.06,
             on_demand_sizes=(8,),
+            gpu_network={8: "gpudirect-tcpx"},
         ),
         # A3 Mega: 8 x H100 80GB, 208 vCPU, 1,872 GB, 16 local SSDs, GPUDirect-TCPXO at
         # 1,600 Gbps on the GPU NICs (8 x 200). About $11.68 per GPU-hour.
@@ -139,6 +163,7 @@ MACHINE_TYPES: dict[str, MachineType] = {
             memory_bytes=1872 * GIB,
             local_ssd_count=16,
             network_bandwidth_bytes_per_s=_gbps(1600),
+            gpu_network="gpudirect-tcpxo",
             price_per_hour_usd=93.4,
         ),
         # A3 Ultra: 8 x H200 141GB, 224 vCPU, 2,952 GB, 32 local SSDs, RDMA at 3,200 Gbps
@@ -152,6 +177,7 @@ MACHINE_TYPES: dict[str, MachineType] = {
             memory_bytes=2952 * GIB,
             local_ssd_count=32,
             network_bandwidth_bytes_per_s=_gbps(3200),
+            gpu_network="rdma",
             price_per_hour_usd=84.8,
         ),
     )

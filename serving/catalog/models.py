@@ -15,6 +15,13 @@ WeightDtype = Literal["bf16", "fp8", "mxfp4"]
 
 # Bytes per weight. MXFP4 is 4-bit E2M1 values plus one 8-bit scale per 32 values: 4.25 bits.
 BYTES_PER_WEIGHT: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
+# Bytes per weight as vLLM holds them on the GPU. No GPU in the catalog has FP4 tensor cores, so
+# vLLM repacks MXFP4 experts into the padded layouts of its Marlin/Triton kernels: gpt-oss-120b
+# logs "Model loading took 65.9651 GiB" on an H100 (vLLM 0.10.1, Marlin;
+# https://github.com/vllm-project/vllm/issues/23278) and 64.38 GiB (vLLM 0.14.1, Triton;
+# https://github.com/vllm-project/vllm/issues/33155), against 59.8 GiB at 4.25 bits. The larger
+# log, less the BF16 non-expert weights, is 4.7 bits per expert weight.
+BYTES_PER_WEIGHT_AS_LOADED: dict[str, float] = BYTES_PER_WEIGHT | {"mxfp4": 4.7 / 8}
 
 
 class Architecture(BaseModel):
@@ -54,6 +61,11 @@ class Architecture(BaseModel):
     experts_per_token: int = Field(default=0, ge=0, description="Experts routed per token.")
     sliding_window_layers: int = Field(
         default=0, ge=0, description="Layers with a short sliding window (their KV is negligible)."
+    )
+    attention_sinks: bool = Field(
+        default=False,
+        description="Learned attention sinks (gpt-oss): vLLM runs them on FlashAttention 3 on "
+        "Hopper and on its Triton attention backend elsewhere.",
     )
 
     @model_validator(mode="after")
@@ -156,6 +168,36 @@ ARCHITECTURES: dict[str, Architecture] = {
             tied_embeddings=True,
             max_position_embeddings=40960,
         ),
+        # https://huggingface.co/Qwen/Qwen3-8B (8.2B params, 6.95B non-embedding)
+        _arch(
+            key="qwen3-8b",
+            hf_repo="Qwen/Qwen3-8B",
+            total_params=8.2e9,
+            active_params=8.2e9,
+            num_layers=36,
+            hidden_size=4096,
+            num_attention_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            intermediate_size=12288,
+            vocab_size=151936,
+            max_position_embeddings=40960,
+        ),
+        # https://huggingface.co/Qwen/Qwen3-14B (14.8B params, 13.2B non-embedding)
+        _arch(
+            key="qwen3-14b",
+            hf_repo="Qwen/Qwen3-14B",
+            total_params=14.8e9,
+            active_params=14.8e9,
+            num_layers=40,
+            hidden_size=5120,
+            num_attention_heads=40,
+            num_kv_heads=8,
+            head_dim=128,
+            intermediate_size=17408,
+            vocab_size=151936,
+            max_position_embeddings=40960,
+        ),
         # https://huggingface.co/Qwen/Qwen3-32B (32.8B params)
         _arch(
             key="qwen3-32b",
@@ -248,6 +290,27 @@ ARCHITECTURES: dict[str, Architecture] = {
             num_experts=256,
             experts_per_token=8,
         ),
+        # https://huggingface.co/openai/gpt-oss-20b (20.9B total, 3.6B active; MXFP4 experts,
+        # BF16 attention; 32 experts, 4 per token; every other layer a 128-token window)
+        _arch(
+            key="gpt-oss-20b",
+            hf_repo="openai/gpt-oss-20b",
+            total_params=20.9e9,
+            active_params=3.6e9,
+            num_layers=24,
+            hidden_size=2880,
+            num_attention_heads=64,
+            num_kv_heads=8,
+            head_dim=64,
+            intermediate_size=2880,
+            vocab_size=201088,
+            max_position_embeddings=131072,
+            expert_weight_dtype="mxfp4",
+            num_experts=32,
+            experts_per_token=4,
+            sliding_window_layers=12,
+            attention_sinks=True,
+        ),
         # https://huggingface.co/openai/gpt-oss-120b (116.8B total, 5.1B active; MXFP4 experts,
         # BF16 attention; 128 experts, 4 per token; every other layer a 128-token window)
         _arch(
@@ -267,6 +330,7 @@ ARCHITECTURES: dict[str, Architecture] = {
             num_experts=128,
             experts_per_token=4,
             sliding_window_layers=18,
+            attention_sinks=True,
         ),
     )
 }

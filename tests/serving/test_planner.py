@@ -7,13 +7,14 @@ from typing import Any
 import pytest
 
 from serving.catalog import ACCELERATORS, ARCHITECTURES, MACHINE_TYPES
+from serving.memory import RUNTIME_COMMUNICATION_BYTES
 from serving.planner import (
     ALLTOALL_LATENCY_S,
-    RUNTIME_OVERHEAD_BYTES,
     alltoall_bytes_per_rank,
     alltoall_s,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
+    memory,
     plan,
     smallest_layout,
     weight_bytes_per_gpu,
@@ -101,7 +102,7 @@ class TestMemory:
         usable = int(ACCELERATORS["h100-80gb"].memory_bytes * 0.9)
         assert memory.usable_bytes == usable
         assert memory.kv_cache_bytes == (
-            usable - memory.weights_bytes - memory.activation_bytes - RUNTIME_OVERHEAD_BYTES
+            usable - memory.weights_bytes - memory.activation_bytes - memory.runtime_overhead_bytes
         )
         assert memory.kv_capacity_tokens == memory.kv_cache_bytes // 131_072
         assert memory.max_concurrent_sequences == memory.kv_capacity_tokens // 8192
@@ -182,10 +183,11 @@ class TestVerdicts:
         model_plan = plan(spec(architecture="llama-3.3-70b", accelerator="a100-40gb"))
         verdict = next(v for v in model_plan.verdicts if v.code == "does-not-fit")
         assert "a100-40gb offers 36.0 GiB at gpu_memory_utilization 0.9" in verdict.message
-        # TP=4 leaves 36.0 - 32.8 weights - 2.0 runtime - 0.7 activations = 0.4 GiB, short of
-        # the 0.6 GiB one 8,192-token sequence needs (8,192 x 81,920 B): TP=8 it is.
-        assert verdict.suggestion == Parallelism(tensor=8)
-        assert "use tensor=8" in verdict.message
+        # TP=4 leaves 36.0 - 32.9 weights - 1.0 runtime (communicators included) - 1.2
+        # activations and sampler = 0.9 GiB, enough for the 0.6 GiB one 8,192-token sequence
+        # needs (8,192 x 81,920 B).
+        assert verdict.suggestion == Parallelism(tensor=4)
+        assert "use tensor=4" in verdict.message
 
     def test_expert_parallelism_on_dense_model_is_an_error(self) -> None:
         model_plan = plan(spec(parallelism={"data": 2, "expert": True}))
@@ -345,3 +347,46 @@ class TestAllToAll:
         # only the share sent elsewhere grows (1/2 -> 7/8), not the tokens
         ratio = alltoall_bytes_per_rank(qwen, dp8, 64) / alltoall_bytes_per_rank(qwen, dp2, 64)
         assert ratio == pytest.approx((7 / 8) / (1 / 2))
+
+
+class TestPublishedMemory:
+    """Whether a model fits follows what published vLLM runs did on the same GPU."""
+
+    def test_gpt_oss_120b_loads_as_vllm_logs_it(self) -> None:
+        # "Model loading took 65.9651 GiB" on one H100, vLLM 0.10.1 (Marlin MXFP4):
+        # https://github.com/vllm-project/vllm/issues/23278 — not the 59.8 GiB of 4.25-bit weights.
+        weights = weight_bytes_per_gpu(spec(architecture="gpt-oss-120b"), Parallelism())
+        assert weights / 2**30 == pytest.approx(65.97, rel=0.01)
+
+    def test_gpt_oss_120b_at_131k_does_not_fit_one_h100(self) -> None:
+        # vLLM's default max_model_len for gpt-oss-120b is 131072; on one H100 it reports
+        # "Available KV cache memory: -2.14 GiB" and fails to start (vllm#23278, vLLM 0.10.1), and
+        # still only 1.71 GiB at gpu_memory_utilization 0.95 (vllm#27508), short of the 4.5 GiB one
+        # 131,072-token sequence needs.
+        model_plan = plan(spec(architecture="gpt-oss-120b", max_model_len=131072))
+        assert not model_plan.groups[0].memory.fits
+        assert "does-not-fit" in codes(model_plan)
+
+    def test_gpt_oss_120b_at_32k_fits_one_h100(self) -> None:
+        # GPUStack serves `vllm serve openai/gpt-oss-120b --max-model-len 32768` on one H100 SXM:
+        # https://docs.gpustack.ai/latest/performance-lab/gpt-oss-120b/h100
+        assert plan(spec(architecture="gpt-oss-120b", max_model_len=32768)).groups[0].memory.fits
+
+    @pytest.mark.parametrize("accelerator", ["h100-80gb", "a100-80gb"])
+    def test_qwen3_32b_bf16_at_32k_fits_one_80gb_gpu(self, accelerator: str) -> None:
+        # GPUStack serves `vllm serve Qwen/Qwen3-32B --max-model-len 32768` (BF16, vLLM 0.11.0) on
+        # "a single NVIDIA A100 SXM 80GB GPU", and `vllm serve Qwen/Qwen3-32B` (its default
+        # 40,960) without tensor parallelism on H100:
+        # https://docs.gpustack.ai/latest/performance-lab/qwen3-32b/a100 and .../qwen3-32b/h100.
+        # 61.1 GiB of weights and 8 GiB for one 32k sequence leave about 2.6 GiB on an H100 at
+        # gpu_memory_utilization 0.9 for activations and the runtime; a lone GPU needs no
+        # communicators, which the fixed 2 GiB overhead of old charged every GPU.
+        model_plan = plan(spec(architecture="qwen3-32b", accelerator=accelerator,
+                               max_model_len=32768))  # fmt: skip
+        assert model_plan.groups[0].memory.fits
+        assert model_plan.ok
+
+    def test_communicators_cost_memory_only_in_a_group(self) -> None:
+        alone = memory(spec(), Parallelism()).runtime_overhead_bytes
+        grouped = memory(spec(), Parallelism(tensor=2)).runtime_overhead_bytes
+        assert grouped - alone == RUNTIME_COMMUNICATION_BYTES

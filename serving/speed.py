@@ -1,0 +1,358 @@
+"""How fast one replica serves: decode steps, prefill, time to first token, saturated throughput.
+
+A decode step streams this GPU's weights and its sequences' KV cache from HBM, or is bound by
+tensor-core math at large batches, whichever is slower; then come the tensor-parallel
+all-reduces, the expert-parallel all-to-alls, the MoE layers' routing kernels and the engine's
+per-step CPU work, which grows with the batch. Prefill is bound by math, with causal attention
+less efficient than the dense matmuls. A request's first token also waits for a fixed floor
+(HTTP, chat template and tokenization, scheduling). A saturated server decodes as many sequences
+as its KV cache holds at their average length, not at their longest.
+
+The efficiency constants were fitted on the `fit` rows of
+`tests/serving/test_published_measurements.py` (published vLLM runs) and are judged on its
+held-back rows; `serving.accuracy` holds the error that check measures.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from serving.catalog import MachineType
+from serving.memory import (
+    ACTIVATION_BYTES,
+    MemoryBreakdown,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_gpu,
+    weight_bytes,
+    weight_bytes_per_gpu,
+)
+from serving.spec import ModelSpec, Parallelism
+
+# Every constant below marked "fitted" was fitted once, by least squares on log error, to the
+# `fit` rows of the calibration set (tests/calibration_set.py), within physically plausible
+# bounds; the `held` rows then judge them (serving.accuracy).
+
+# Fraction of peak HBM bandwidth a decode step reaches streaming dense weights (fitted; at the
+# 0.85 bound, about what a streaming read reaches on H100/A100)...
+HBM_EFFICIENCY = 0.85
+# ...streaming expert weights through grouped GEMMs that see a few tokens per expert (fitted)...
+EXPERT_HBM_EFFICIENCY = 0.6
+# ...and reading paged KV cache in the attention kernel at the short contexts of chat (fitted).
+ATTENTION_HBM_EFFICIENCY = 0.3
+# Fraction of peak tensor-core FLOP/s reached by prefill and by compute-bound decode (fitted).
+PREFILL_MFU = 0.56
+DECODE_MFU = 0.3
+# Causal attention in prefill reaches less of the peak than the matmuls, and a smaller share of
+# Hopper's far larger peak than of Ampere's, by compute capability major version. Ampere:
+# FlashAttention-2 reaches 50-73% of A100 peak (Dao, "FlashAttention-2", 2023), taken at 0.6;
+# Hopper: fitted.
+ATTENTION_MFU = {8: 0.6, 9: 0.3}
+# Attention sinks (gpt-oss) run on vLLM's Triton attention backend where FlashAttention 3 is not
+# available (Ampere), at this share of the peak (fitted on gpt-oss-20b at 32k on an A100).
+TRITON_ATTENTION_MFU = 0.12
+# Grouped expert GEMMs reach this share of the dense matmuls' efficiency (fitted).
+EXPERT_MFU_SHARE = 0.85
+# Fixed cost of one engine step (scheduling, input preparation, launch) with CUDA graphs on
+# (fitted)...
+STEP_OVERHEAD_S = 0.4e-3
+# ...and what each running sequence adds (scheduler bookkeeping, sampling, detokenizing and
+# streaming its token), which grows with the batch: vLLM found the CPU side a large share of an
+# H100's step (https://blog.vllm.ai/2024/09/05/perf-update.html). Fitted.
+PER_SEQUENCE_STEP_S = 27e-6
+# One transformer layer's dozen small kernels (norms, rotary, attention, activation) cost a few
+# microseconds each even replayed from a CUDA graph; per layer and step (fitted, at its bound).
+LAYER_OVERHEAD_S = 40e-6
+# A MoE layer's routing, top-k, token permutation and grouped-GEMM launches, per layer and step
+# (fitted).
+MOE_LAYER_OVERHEAD_S = 18e-6
+# Time to first token that no prefill explains: the HTTP request, chat template and
+# tokenization, scheduling and detokenizing the first token (fitted).
+TTFT_FLOOR_S = 26e-3
+# Throughput is that of this many requests queued at once: `vllm bench serve`'s default
+# --num-prompts, the way published serving throughput is measured.
+BURST_REQUESTS = 1000
+DRAIN_POINTS = 24
+# One small-message all-reduce (decode) between GPUs of one node, launch included (fitted).
+ALLREDUCE_LATENCY_S = 19e-6
+# One expert-parallel dispatch or combine (all-to-all), launch included.
+ALLTOALL_LATENCY_S = 40e-6
+# One pipeline-stage hand-off.
+P2P_LATENCY_S = 30e-6
+
+
+class Estimates(BaseModel):
+    """Estimates for one replica (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prefill_s: float = Field(description="Prefill of the workload's input at batch 1.")
+    ttft_s: float = Field(description="Time to first token at low load.")
+    itl_s: float = Field(description="Inter-token latency at batch 1.")
+    decode_batch: int = Field(description="Sequences decoded per step at the throughput point.")
+    itl_at_batch_s: float = Field(description="Inter-token latency at that batch.")
+    requests_per_s: float
+    output_tokens_per_s: float
+
+
+def _math_flops(spec: ModelSpec) -> float:
+    """FP8 weights run FP8 math only where the GPU has it; elsewhere they are weight-only."""
+    gpu = spec.gpu
+    if spec.weights_dtype == "fp8" and gpu.has_fp8_math:
+        assert gpu.fp8_dense_flops is not None
+        return gpu.fp8_dense_flops
+    return gpu.bf16_dense_flops
+
+
+def _link_bandwidth(spec: ModelSpec, machine: MachineType, group_gpus: int) -> float:
+    """NVLink inside a node; the node's GPU network once a group crosses nodes."""
+    if group_gpus <= machine.gpus_per_node:
+        return spec.gpu.nvlink_bandwidth_bytes_per_s
+    return machine.network_bandwidth_bytes_per_s / machine.gpus_per_node
+
+
+def _allreduce_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
+    """Two ring all-reduces of the hidden state per layer (attention and MLP outputs)."""
+    tp = layout.tensor
+    if tp == 1:
+        return 0.0
+    message = tokens * spec.architecture.hidden_size * ACTIVATION_BYTES
+    bandwidth = _link_bandwidth(spec, machine, tp)
+    one = ALLREDUCE_LATENCY_S + 2 * (tp - 1) / tp * message / bandwidth
+    return 2 * spec.architecture.num_layers * one
+
+
+def alltoall_bytes_per_rank(spec: ModelSpec, layout: Parallelism, tokens_per_rank: int) -> float:
+    """Bytes one rank sends to the other expert-parallel ranks in one dispatch (or combine) of
+    one MoE layer: each of *its own* tokens' hidden states goes to the ranks holding the
+    experts_per_token experts it routes to, of which (EP - 1) / EP are elsewhere. Every DP rank
+    sends its own batch at the same time; no rank sends the whole group's tokens."""
+    ep = layout.expert_parallel_size
+    arch = spec.architecture
+    message = tokens_per_rank * arch.experts_per_token * arch.hidden_size * ACTIVATION_BYTES
+    return (ep - 1) / ep * message
+
+
+def alltoall_s(
+    spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens_per_rank: int
+) -> float:
+    """Expert parallelism dispatches and combines each token's hidden state per MoE layer."""
+    if layout.expert_parallel_size == 1:
+        return 0.0
+    bandwidth = _link_bandwidth(spec, machine, layout.expert_parallel_size)
+    one = ALLTOALL_LATENCY_S + alltoall_bytes_per_rank(spec, layout, tokens_per_rank) / bandwidth
+    return 2 * spec.architecture.num_layers * one
+
+
+def _pipeline_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
+    if layout.pipeline == 1:
+        return 0.0
+    message = tokens * spec.architecture.hidden_size * ACTIVATION_BYTES
+    bandwidth = _link_bandwidth(spec, machine, layout.model_parallel_size)
+    return (layout.pipeline - 1) * (P2P_LATENCY_S + message / bandwidth)
+
+
+def _comm_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
+    return (
+        _allreduce_s(spec, machine, layout, tokens)
+        + alltoall_s(spec, machine, layout, tokens)
+        + _pipeline_s(spec, machine, layout, tokens)
+    )
+
+
+def _expert_bytes_touched_per_gpu(spec: ModelSpec, layout: Parallelism, tokens: int) -> float:
+    """A decode step reads only the experts its tokens route to: with t tokens choosing k of E
+    experts each, a given expert is read with probability 1 - (1 - k/E)^t."""
+    arch = spec.architecture
+    if not arch.is_moe:
+        return 0.0
+    _, experts = weight_bytes(spec)
+    shards = layout.expert_parallel_size if layout.expert else layout.tensor
+    touched = 1 - (1 - arch.experts_per_token / arch.num_experts) ** tokens
+    return experts / (shards * layout.pipeline) * touched
+
+
+def _expert_flops_share(spec: ModelSpec) -> float:
+    """Share of a token's active parameters that sit in routed experts."""
+    arch = spec.architecture
+    if not arch.is_moe:
+        return 0.0
+    routed = arch.expert_params * arch.experts_per_token / arch.num_experts
+    return routed / arch.active_params
+
+
+def _matmul_s(spec: ModelSpec, layout: Parallelism, tokens: int, mfu: float) -> float:
+    """Math for `tokens` tokens through the active weights; expert GEMMs run less efficiently."""
+    share = _expert_flops_share(spec)
+    flops = 2 * spec.architecture.active_params * tokens
+    rate = layout.tensor * _math_flops(spec) * mfu
+    return flops * (1 - share) / rate + flops * share / (rate * EXPERT_MFU_SHARE)
+
+
+def _layers_overhead_s(spec: ModelSpec, layout: Parallelism) -> float:
+    """Per-layer kernel costs of one step on one pipeline stage chain (stages run in turn)."""
+    arch = spec.architecture
+    per_layer = LAYER_OVERHEAD_S + (MOE_LAYER_OVERHEAD_S if arch.is_moe else 0.0)
+    return arch.num_layers * per_layer
+
+
+def decode_step_s(
+    spec: ModelSpec, machine: MachineType, layout: Parallelism, batch: int, context: int
+) -> float:
+    """One decode step for `batch` sequences of `context` tokens on one DP rank."""
+    hbm = spec.gpu.hbm_bandwidth_bytes_per_s
+    dense, _ = weight_bytes(spec)
+    group_tokens = batch * layout.data  # experts see every DP rank's tokens
+    experts_read = _expert_bytes_touched_per_gpu(spec, layout, group_tokens)
+    kv_read = batch * context * kv_bytes_per_token_per_gpu(spec, layout)
+    # A token passes the pipeline stages one after another, so each stage's time adds up.
+    memory_s = layout.pipeline * (
+        dense / layout.model_parallel_size / (hbm * HBM_EFFICIENCY)
+        + experts_read / (hbm * EXPERT_HBM_EFFICIENCY)
+        + kv_read / (hbm * ATTENTION_HBM_EFFICIENCY)
+    )
+    compute_s = _matmul_s(spec, layout, batch, DECODE_MFU)
+    return (
+        max(memory_s, compute_s)
+        + _comm_s(spec, machine, layout, batch)
+        + _layers_overhead_s(spec, layout)
+        + STEP_OVERHEAD_S
+        + PER_SEQUENCE_STEP_S * batch
+    )
+
+
+def prefill_compute_s(spec: ModelSpec, layout: Parallelism, tokens: int) -> float:
+    """Math for `tokens` prompt tokens: the active weights, plus causal attention (half of the
+    tokens x tokens score and value products) at the attention kernel's efficiency."""
+    arch = spec.architecture
+    attention_width = arch.num_attention_heads * arch.head_dim
+    attention_flops = 2 * tokens * tokens * attention_width * arch.full_attention_layers
+    generation = spec.gpu.compute_capability[0]
+    if arch.attention_sinks and generation < 9:
+        efficiency = TRITON_ATTENTION_MFU
+    else:
+        efficiency = ATTENTION_MFU[generation]
+    attention_s = attention_flops / (layout.tensor * _math_flops(spec) * efficiency)
+    return _matmul_s(spec, layout, tokens, PREFILL_MFU) + attention_s
+
+
+def prefill_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
+    """Chunked prefill of one prompt: math-bound, at least one weight read per chunk."""
+    chunks = math.ceil(tokens / spec.max_num_batched_tokens)
+    memory_s = (
+        chunks
+        * layout.pipeline
+        * weight_bytes_per_gpu(spec, layout)
+        / (spec.gpu.hbm_bandwidth_bytes_per_s * HBM_EFFICIENCY)
+    )
+    comm = _comm_s(spec, machine, layout, tokens) + (chunks - 1) * _comm_s(spec, machine, layout, 0)
+    step = STEP_OVERHEAD_S + _layers_overhead_s(spec, layout)
+    return max(prefill_compute_s(spec, layout, tokens), memory_s) + comm + chunks * step
+
+
+def ttft_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, running: int = 0) -> float:
+    """Time to first token of the workload's prompt with `running` other sequences decoding: the
+    fixed floor, the prefill, and on average half a decode step of theirs to wait out before the
+    prompt joins the batch."""
+    work = spec.workload
+    wait = 0.0
+    if running:
+        context = work.input_tokens + work.output_tokens // 2
+        wait = decode_step_s(spec, machine, layout, running, context) / 2
+    return TTFT_FLOOR_S + prefill_s(spec, machine, layout, work.input_tokens) + wait
+
+
+def _kv_transfer_s(spec: ModelSpec, machine: MachineType) -> float:
+    """P/D: the prefill side ships the prompt's KV cache to the decode side over the network."""
+    size = spec.workload.input_tokens * kv_bytes_per_token(spec)
+    return P2P_LATENCY_S + size / machine.network_bandwidth_bytes_per_s
+
+
+def saturated_batch(spec: ModelSpec, layout: Parallelism, mem: MemoryBreakdown) -> int:
+    """Sequences one DP rank decodes at once when requests queue: what its KV cache holds with
+    each sequence at its average length over its life (prompt plus half its output, since vLLM
+    allocates blocks as tokens arrive), capped by max_num_seqs."""
+    work = spec.workload
+    per_rank_tokens = mem.kv_capacity_tokens // layout.data
+    average_length = work.input_tokens + work.output_tokens // 2
+    return min(spec.max_num_seqs, per_rank_tokens // average_length)
+
+
+def burst_decode_s(
+    spec: ModelSpec, machine: MachineType, layout: Parallelism, batch: int, requests: float
+) -> float:
+    """Decode time of `requests` requests queued at once on one DP rank that decodes at most
+    `batch` at a time, with output lengths spread like chat completions (exponentially around
+    the workload's mean): the batch stays full while the queue lasts, then drains as requests
+    finish, and the longest ones decode almost alone. Published serving throughput is measured
+    this way (`vllm bench serve` sends its prompts at once), and the drain is where a server
+    falls short of its full-batch rate."""
+    work = spec.workload
+    mean_output = work.output_tokens
+    context = work.input_tokens + mean_output // 2
+    full = decode_step_s(spec, machine, layout, batch, context)
+    queued_tokens = max(0.0, requests - batch) * mean_output
+    seconds = queued_tokens / batch * full
+    # Draining from b sequences: b(t) = b e^(-t/mean), so the steps spent between batch sizes
+    # B and B - dB are mean x dB / B. Sum that over batch sizes, log-spaced, down to one.
+    draining = min(float(batch), requests)
+    points = max(2, min(DRAIN_POINTS, int(draining)))
+    sizes = [draining ** (1 - i / (points - 1)) for i in range(points)]
+    for high, low in itertools.pairwise(sizes):
+        middle = math.sqrt(high * low)
+        steps = mean_output * math.log(high / low)
+        seconds += steps * decode_step_s(spec, machine, layout, max(1, round(middle)), context)
+    # The longest of them outlives the last drain step by about one mean length.
+    return seconds + mean_output * decode_step_s(spec, machine, layout, 1, context)
+
+
+def estimates(
+    spec: ModelSpec,
+    machine: MachineType,
+    role: str,
+    layout: Parallelism,
+    mem: MemoryBreakdown,
+    itl_target_s: float | None = None,
+) -> Estimates:
+    """Latency at low load, and throughput of a burst of BURST_REQUESTS requests decoded at the
+    batch a saturated server reaches (lowered to meet an inter-token latency target if one is
+    given)."""
+    work = spec.workload
+    prompt = prefill_s(spec, machine, layout, work.input_tokens)
+    if role == "prefill":
+        prompt += _kv_transfer_s(spec, machine)
+    context = work.input_tokens + work.output_tokens // 2
+    itl_1 = decode_step_s(spec, machine, layout, 1, context)
+
+    batch = saturated_batch(spec, layout, mem)
+    if itl_target_s is not None:
+        while batch > 1 and decode_step_s(spec, machine, layout, batch, context) > itl_target_s:
+            batch = max(1, int(batch * 0.8))
+    ttft = TTFT_FLOOR_S + prompt
+    if batch < 1:
+        return Estimates(
+            prefill_s=prompt, ttft_s=ttft, itl_s=itl_1, decode_batch=0, itl_at_batch_s=itl_1,
+            requests_per_s=0.0, output_tokens_per_s=0.0,
+        )  # fmt: skip
+    step = decode_step_s(spec, machine, layout, batch, context)
+    requests = BURST_REQUESTS / layout.data
+    prefill_seconds = requests * prefill_compute_s(spec, layout, work.input_tokens)
+    decode_seconds = burst_decode_s(spec, machine, layout, batch, requests)
+    # A prefill-only replica pays no decode, a decode-only one no prefill.
+    seconds = {
+        "server": prefill_seconds + decode_seconds,
+        "prefill": prefill_seconds,
+        "decode": decode_seconds,
+    }[role]
+    requests_per_s = BURST_REQUESTS / seconds
+    return Estimates(
+        prefill_s=prompt,
+        ttft_s=ttft,
+        itl_s=itl_1,
+        decode_batch=batch,
+        itl_at_batch_s=step,
+        requests_per_s=requests_per_s,
+        output_tokens_per_s=requests_per_s * work.output_tokens,
+    )

@@ -1,0 +1,417 @@
+"""The calibration set: published serving measurements the planner's estimates are judged by.
+
+Every row is one published run: where it was read (`source`), its setup as published (model,
+GPUs and layout, engine and version, workload lengths, concurrency), the metric and value it
+reports, and which `part` it belongs to. The planner's efficiency constants were fitted on the
+`fit` rows only; the `held` rows judge them. Nothing here is estimated: where a setup leaves a
+serving default unstated, the row uses the default of the vLLM version it names (see VLLM_*).
+
+Classes: dense decode and MoE decode (time per output token at a stated concurrency), TTFT
+(time to first token at low concurrency, or engine-level prefill latency), saturation
+(throughput with every request queued at once).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from serving.planner import choose_machine, decode_step_s, plan, ttft_s
+from serving.spec import ModelSpec
+
+Metric = Literal["tpot", "ttft", "prefill", "output_tps", "total_tps"]
+Part = Literal["fit", "held"]
+
+# vLLM's serving defaults since 0.10 (engine/arg_utils.py): GPUs with >= 70 GiB that are not an
+# A100 get max_num_seqs 1024 and max_num_batched_tokens 8192; others 256 and 2048.
+VLLM_HOPPER = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
+VLLM_AMPERE = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
+
+GPUSTACK = "https://docs.gpustack.ai/latest/performance-lab/"
+GPUSTACK_REPO = "github.com/gpustack/gpustack docs/performance-lab/"
+VLLM_NIGHTLY = (
+    "vLLM nightly performance benchmark (Buildkite builds 9555 H100, 9515 H200, 9523 A100): "
+    "latency tests, batch 8, 32 in / 128 out, BF16; per step = request latency / 128"
+)
+NIM = (
+    "https://docs.nvidia.com/nim/benchmarking/llm/latest/performance.html — NVIDIA NIM "
+    "Llama-3.3-70B-Instruct 1.8.0, 2xH100 FP8 TP2, concurrency 1"
+)
+TRTLLM = (
+    "https://raw.githubusercontent.com/NVIDIA/TensorRT-LLM/release/0.5.0/docs/source/"
+    "performance.md — batch-1 first-token latency, Llama-2-70B (engine level, no server)"
+)
+BLOG = (
+    "J. Musgrave, 'vLLM throughput-latency sweep on NVIDIA A100': vLLM, Llama-3.1-8B BF16, "
+    "1xA100-40GB, concurrency 1, 1024 in / 128 out, about 75 tokens/s"
+)
+
+# Llama-2-70B is not in the catalog; its published config.json, inline.
+LLAMA_2_70B: dict[str, Any] = {
+    "key": "llama-2-70b",
+    "hf_repo": "meta-llama/Llama-2-70b-hf",
+    "total_params": 68.98e9,
+    "active_params": 68.98e9,
+    "num_layers": 80,
+    "hidden_size": 8192,
+    "num_attention_heads": 64,
+    "num_kv_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 28672,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    source: str
+    setup: str
+    metric: Metric
+    published: float  # ms for tpot/ttft/prefill, tokens/s for *_tps
+    profile: dict[str, Any]
+    part: Part
+    batch: int = field(default=1, kw_only=True)  # concurrency, for tpot and ttft
+
+    def spec(self) -> ModelSpec:
+        base = {"name": "measured", "source": "org/model", "max_model_len": 4096}
+        return ModelSpec.model_validate(base | self.profile)
+
+    @property
+    def klass(self) -> str:
+        if self.metric in ("ttft", "prefill"):
+            return "ttft"
+        if self.metric in ("output_tps", "total_tps"):
+            return "saturation"
+        return "moe decode" if self.spec().architecture.is_moe else "dense decode"
+
+    @property
+    def gpu(self) -> str:
+        return str(self.profile["accelerator"])
+
+    @property
+    def label(self) -> str:
+        arch = self.profile["architecture"]
+        name = arch if isinstance(arch, str) else arch["key"]
+        layout = self.profile.get("parallelism", {})
+        work = self.profile["workload"]
+        lengths = f"{work['input_tokens']}/{work['output_tokens']}"
+        return (
+            f"{name} {self.gpu} tp{layout.get('tensor', 1)} {lengths} {self.metric} c{self.batch}"
+        )
+
+
+def estimate(row: Row) -> float:
+    """The planner's figure for the row's metric, in the row's unit."""
+    spec = row.spec()
+    work = spec.workload
+    if row.metric == "tpot":
+        layout = spec.parallelism
+        machine = choose_machine(spec, layout.gpus_per_replica)
+        context = work.input_tokens + work.output_tokens // 2
+        return 1e3 * decode_step_s(spec, machine, layout, row.batch, context)
+    if row.metric == "ttft":
+        layout = spec.parallelism
+        machine = choose_machine(spec, layout.gpus_per_replica)
+        return 1e3 * ttft_s(spec, machine, layout, running=row.batch - 1)
+    model_plan = plan(spec)
+    if row.metric == "prefill":
+        return 1e3 * model_plan.groups[0].estimates.prefill_s
+    if row.metric == "output_tps":
+        return model_plan.output_tokens_per_s
+    return model_plan.requests_per_s * (work.input_tokens + work.output_tokens)
+
+
+def _p(
+    arch: str | dict[str, Any],
+    accelerator: str,
+    tensor: int = 1,
+    workload: tuple[int, int] = (1024, 256),
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "architecture": arch,
+        "accelerator": accelerator,
+        "parallelism": {"tensor": tensor},
+        "workload": {"input_tokens": workload[0], "output_tokens": workload[1]},
+    } | extra
+
+
+# ShareGPT (vllm bench serve --dataset-name sharegpt) as GPUStack ran it: mean lengths from the
+# published totals (input and generated tokens over the successful requests).
+QWEN_SHAREGPT = (217, 202)  # 217,393 in / ~201,600 out over 1,000 requests
+QWEN_SHAREGPT_100 = (233, 221)  # 23,260 / 22,061 over 100 requests (latency runs)
+OSS_SHAREGPT = (215, 196)  # 215,312 / ~196,000 over 1,000
+OSS_SHAREGPT_100 = (229, 217)  # 22,946 / 21,691 over 100
+DSR1_SHAREGPT = (219, 201)  # 219,171 / 200,752 over 1,000
+DSR1_SHAREGPT_100 = (228, 213)  # 22,836 / 21,338 over 100
+GLM_SHAREGPT = (213, 194)  # qwen3-235b: 212,894 / 193,865 over 984
+MEDIUM = (1996, 100)  # random 2K: 998,175 in / 50,000 out over 500 requests
+VERY_LONG = (32000, 99)  # random 32K: 3,200,000 in / ~9,900 out over 100 requests
+
+Q8_H100 = (
+    GPUSTACK + "qwen3-8b/h100-latency ; " + GPUSTACK_REPO + "qwen3-8b/h100-latency.md",
+    "Qwen3-8B BF16, 1xH100 SXM, vLLM 0.11.0 `vllm serve Qwen/Qwen3-8B`, ShareGPT 100 prompts",
+)
+OSS120_H100 = (
+    GPUSTACK + "gpt-oss-120b/h100 ; " + GPUSTACK_REPO + "gpt-oss-120b/h100.md",
+    "gpt-oss-120b MXFP4, H100 SXM, vLLM 0.10.2",
+)
+OSS120_A100 = (
+    GPUSTACK + "gpt-oss-120b/a100 ; " + GPUSTACK_REPO + "gpt-oss-120b/a100.md",
+    "gpt-oss-120b MXFP4, A100 SXM 80GB, vLLM 0.11.0",
+)
+OSS20_H100 = (GPUSTACK + "gpt-oss-20b/h100", "gpt-oss-20b MXFP4, 1xH100 SXM, vLLM 0.11.0")
+OSS20_A100 = (GPUSTACK + "gpt-oss-20b/a100", "gpt-oss-20b MXFP4, 1xA100 SXM 80GB, vLLM 0.11.0")
+Q14_H100 = (GPUSTACK + "qwen3-14b/h100", "Qwen3-14B BF16, 1xH100 SXM, vLLM 0.11.0")
+Q14_A100 = (GPUSTACK + "qwen3-14b/a100", "Qwen3-14B BF16, 1xA100 SXM 80GB, vLLM 0.11.0")
+Q32_A100 = (
+    GPUSTACK + "qwen3-32b/a100",
+    "Qwen3-32B BF16, 1xA100 SXM 80GB, vLLM 0.11.0 --max-model-len 32768",
+)
+Q235_H100 = (GPUSTACK + "qwen3-235b-a22b/h100", "Qwen3-235B-A22B-2507 BF16, 8xH100 TP8, v0.11.0")
+Q235_A100 = (GPUSTACK + "qwen3-235b-a22b/a100", "Qwen3-235B-A22B-2507 BF16, 8xA100 TP8, v0.11.0")
+DSR1_H200 = (
+    GPUSTACK + "deepseek-r1/h200 ; " + GPUSTACK_REPO + "deepseek-r1/h200.md",
+    "DeepSeek-R1-0528 FP8, 8xH200 TP8, vLLM 0.11.0",
+)
+ALL_AT_ONCE = "every request sent at once (no rate limit)"
+
+
+def _gpustack(
+    where: tuple[str, str], what: str, metric: Metric, value: float, profile: dict[str, Any],
+    part: Part, batch: int = 1,
+) -> Row:  # fmt: skip
+    return Row(where[0], f"{where[1]}; {what}", metric, value, profile, part, batch=batch)
+
+
+H = VLLM_HOPPER
+A = VLLM_AMPERE
+
+ROWS: list[Row] = [
+    # --- dense decode ------------------------------------------------------------------------
+    Row(VLLM_NIGHTLY, "Llama-3.1-8B, 1xH100", "tpot", 997.5 / 128,
+        _p("llama-3.1-8b", "h100-80gb", workload=(32, 128)), "fit", batch=8),
+    Row(VLLM_NIGHTLY, "Llama-3.3-70B, 4xH100 TP4", "tpot", 2444.5 / 128,
+        _p("llama-3.3-70b", "h100-80gb", 4, workload=(32, 128)), "held", batch=8),
+    Row(VLLM_NIGHTLY, "Llama-3.1-8B, 1xH200", "tpot", 833.4 / 128,
+        _p("llama-3.1-8b", "h200-141gb", workload=(32, 128)), "held", batch=8),
+    Row(VLLM_NIGHTLY, "Llama-3.3-70B, 4xH200 TP4", "tpot", 2077.5 / 128,
+        _p("llama-3.3-70b", "h200-141gb", 4, workload=(32, 128)), "fit", batch=8),
+    Row(VLLM_NIGHTLY, "Llama-3.1-8B, 1xA100-80GB", "tpot", 1579.3 / 128,
+        _p("llama-3.1-8b", "a100-80gb", workload=(32, 128)), "fit", batch=8),
+    Row(VLLM_NIGHTLY, "Llama-3.3-70B, 4xA100-80GB TP4", "tpot", 3990.6 / 128,
+        _p("llama-3.3-70b", "a100-80gb", 4, workload=(32, 128)), "held", batch=8),
+    Row(NIM, "Llama-3.3-70B FP8, 2xH100 TP2, 500 in / 2000 out, concurrency 1", "tpot", 18.91,
+        _p("llama-3.3-70b", "h100-80gb", 2, workload=(500, 2000), quantization="fp8",
+           max_model_len=8192), "held"),
+    Row(BLOG, "Llama-3.1-8B BF16, 1xA100-40GB, 1024 in / 128 out, concurrency 1", "tpot",
+        1000 / 75, _p("llama-3.1-8b", "a100-40gb", workload=(1024, 128)), "fit"),
+    _gpustack(Q8_H100, "concurrency 1", "tpot", 7.28,
+              _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "held", 1),
+    _gpustack(Q8_H100, "concurrency 2", "tpot", 7.37,
+              _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "fit", 2),
+    _gpustack(Q8_H100, "concurrency 4", "tpot", 7.38,
+              _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "held", 4),
+    _gpustack(Q8_H100, "concurrency 8", "tpot", 7.71,
+              _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "fit", 8),
+    # --- MoE decode --------------------------------------------------------------------------
+    _gpustack(OSS120_H100, "TP1 --max-model-len 32768, ShareGPT concurrency 4", "tpot", 8.31,
+              _p("gpt-oss-120b", "h100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768),
+              "fit", 4),
+    _gpustack(OSS120_H100, "TP2 --async-scheduling, ShareGPT concurrency 4", "tpot", 5.75,
+              _p("gpt-oss-120b", "h100-80gb", 2, workload=OSS_SHAREGPT_100), "held", 4),
+    _gpustack(OSS120_A100, "TP1 --max-model-len 32768, ShareGPT concurrency 4", "tpot", 11.67,
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768,
+                 **A), "held", 4),
+    _gpustack(OSS120_A100, "TP1 --async-scheduling --max-num-batched-tokens 4096, ShareGPT "
+              "concurrency 4", "tpot", 11.03,
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768,
+                 max_num_seqs=256, max_num_batched_tokens=4096), "fit", 4),
+    _gpustack(DSR1_H200, "`vllm serve deepseek-ai/DeepSeek-R1-0528 -tp 8`, ShareGPT "
+              "concurrency 4", "tpot", 19.36,
+              _p("deepseek-v3", "h200-141gb", 8, workload=DSR1_SHAREGPT_100, max_model_len=32768),
+              "held", 4),
+    # --- time to first token -----------------------------------------------------------------
+    Row(NIM, "Llama-3.3-70B FP8, 2xH100 TP2, 500 in, concurrency 1", "ttft", 47.77,
+        _p("llama-3.3-70b", "h100-80gb", 2, workload=(500, 2000), quantization="fp8",
+           max_model_len=8192), "held"),
+    Row(NIM, "Llama-3.3-70B FP8, 2xH100 TP2, 5000 in, concurrency 1", "ttft", 406.77,
+        _p("llama-3.3-70b", "h100-80gb", 2, workload=(5000, 500), quantization="fp8",
+           max_model_len=8192), "fit"),
+    Row(TRTLLM, "4xA100 FP16 TP4, 2048 input tokens, batch 1", "prefill", 377,
+        _p(LLAMA_2_70B, "a100-80gb", 4, workload=(2048, 1)), "fit"),
+    Row(TRTLLM, "4xH100 FP8 TP4, 2048 input tokens, batch 1", "prefill", 109,
+        _p(LLAMA_2_70B, "h100-80gb", 4, workload=(2048, 1), quantization="fp8"), "held"),
+    _gpustack(Q8_H100, "concurrency 1", "ttft", 59.01,
+              _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "fit"),
+    _gpustack(Q8_H100, "concurrency 4", "ttft", 64.00,
+              _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "held", 4),
+    _gpustack(Q8_H100, "concurrency 8", "ttft", 74.57,
+              _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "held", 8),
+    _gpustack(OSS120_H100, "TP1 --max-model-len 32768, ShareGPT concurrency 4", "ttft", 49.00,
+              _p("gpt-oss-120b", "h100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768),
+              "held", 4),
+    _gpustack(OSS120_H100, "TP2 --async-scheduling, ShareGPT concurrency 4", "ttft", 37.51,
+              _p("gpt-oss-120b", "h100-80gb", 2, workload=OSS_SHAREGPT_100), "fit", 4),
+    _gpustack(OSS120_A100, "TP1 --max-model-len 32768, ShareGPT concurrency 4", "ttft", 61.91,
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768,
+                 **A), "fit", 4),
+    _gpustack(OSS120_A100, "TP1 --async-scheduling --max-num-batched-tokens 4096, ShareGPT "
+              "concurrency 4", "ttft", 71.15,
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768,
+                 max_num_seqs=256, max_num_batched_tokens=4096), "held", 4),
+    _gpustack(DSR1_H200, "`-tp 8`, ShareGPT concurrency 4", "ttft", 123.30,
+              _p("deepseek-v3", "h200-141gb", 8, workload=DSR1_SHAREGPT_100, max_model_len=32768),
+              "held", 4),
+    # --- saturation: every request queued at once ---------------------------------------------
+    _gpustack(Q14_H100, f"`vllm serve Qwen/Qwen3-14B`, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
+              "output_tps", 3173.92,
+              _p("qwen3-14b", "h100-80gb", workload=QWEN_SHAREGPT, max_model_len=40960, **H),
+              "fit"),
+    _gpustack(Q14_A100, f"`vllm serve Qwen/Qwen3-14B`, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
+              "output_tps", 1887.31,
+              _p("qwen3-14b", "a100-80gb", workload=QWEN_SHAREGPT, max_model_len=40960, **A),
+              "held"),
+    _gpustack(Q32_A100, f"ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps", 832.43,
+              _p("qwen3-32b", "a100-80gb", workload=QWEN_SHAREGPT, max_model_len=32768, **A),
+              "fit"),
+    _gpustack(OSS120_H100, f"TP1 --max-model-len 32768, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
+              "output_tps", 2901.05,
+              _p("gpt-oss-120b", "h100-80gb", workload=OSS_SHAREGPT, max_model_len=32768, **H),
+              "held"),
+    _gpustack(OSS120_H100, f"TP2 --async-scheduling, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
+              "output_tps", 7648.67,
+              _p("gpt-oss-120b", "h100-80gb", 2, workload=OSS_SHAREGPT, max_model_len=32768, **H),
+              "fit"),
+    _gpustack(OSS120_H100, f"TP4 --async-scheduling, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
+              "output_tps", 11327.22,
+              _p("gpt-oss-120b", "h100-80gb", 4, workload=OSS_SHAREGPT, max_model_len=32768, **H),
+              "held"),
+    _gpustack(OSS120_A100, f"TP1 --max-model-len 32768, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
+              "output_tps", 2276.40,
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT, max_model_len=32768, **A),
+              "fit"),
+    _gpustack(OSS120_A100, f"TP2 --async-scheduling, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
+              "output_tps", 3765.02,
+              _p("gpt-oss-120b", "a100-80gb", 2, workload=OSS_SHAREGPT, max_model_len=32768, **A),
+              "held"),
+    _gpustack(OSS20_H100, f"`vllm serve openai/gpt-oss-20b`, ShareGPT 1,000 prompts, "
+              f"{ALL_AT_ONCE}", "output_tps", 7817.03,
+              _p("gpt-oss-20b", "h100-80gb", workload=OSS_SHAREGPT, max_model_len=131072, **H),
+              "held"),
+    _gpustack(OSS20_A100, f"`vllm serve openai/gpt-oss-20b`, ShareGPT 1,000 prompts, "
+              f"{ALL_AT_ONCE}", "output_tps", 4620.12,
+              _p("gpt-oss-20b", "a100-80gb", workload=OSS_SHAREGPT, max_model_len=131072, **A),
+              "fit"),
+    _gpustack(Q235_H100, f"`-tp 8`, ShareGPT 1,000 prompts (984 served), {ALL_AT_ONCE}",
+              "output_tps", 4015.36,
+              _p("qwen3-235b-a22b", "h100-80gb", 8, workload=GLM_SHAREGPT, max_model_len=40960,
+                 **H), "held"),
+    _gpustack(Q235_A100, f"`-tp 8`, ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps",
+              1798.14,
+              _p("qwen3-235b-a22b", "a100-80gb", 8, workload=QWEN_SHAREGPT, max_model_len=40960,
+                 **A), "fit"),
+    _gpustack(DSR1_H200, f"`-tp 8`, ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps",
+              2621.05,
+              _p("deepseek-v3", "h200-141gb", 8, workload=DSR1_SHAREGPT, max_model_len=32768,
+                 **H), "held"),
+    _gpustack(Q14_H100, f"random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
+              10597.19,
+              _p("qwen3-14b", "h100-80gb", workload=MEDIUM, max_model_len=40960, **H), "fit"),
+    _gpustack(Q14_A100, f"random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
+              5967.13,
+              _p("qwen3-14b", "a100-80gb", workload=MEDIUM, max_model_len=40960, **A), "held"),
+    _gpustack(Q32_A100, f"random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
+              2521.38,
+              _p("qwen3-32b", "a100-80gb", workload=MEDIUM, max_model_len=32768, **A), "held"),
+    _gpustack(OSS120_H100, f"TP1 --max-model-len 32768, random 2,000 in / 100 out, 500 "
+              f"prompts, {ALL_AT_ONCE}", "total_tps", 14385.69,
+              _p("gpt-oss-120b", "h100-80gb", workload=MEDIUM, max_model_len=32768, **H), "fit"),
+    _gpustack(Q235_H100, f"`-tp 8`, random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}",
+              "total_tps", 23858.69,
+              _p("qwen3-235b-a22b", "h100-80gb", 8, workload=MEDIUM, max_model_len=40960, **H),
+              "held"),
+    _gpustack(DSR1_H200, f"`-tp 8`, random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}",
+              "total_tps", 17690.89,
+              _p("deepseek-v3", "h200-141gb", 8, workload=MEDIUM, max_model_len=32768, **H),
+              "held"),
+    # long prompts, where causal attention is a large part of prefill
+    _gpustack(Q14_H100, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}", "total_tps",
+              8298.56,
+              _p("qwen3-14b", "h100-80gb", workload=VERY_LONG, max_model_len=40960, **H), "fit"),
+    _gpustack(Q14_A100, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}", "total_tps",
+              4430.14,
+              _p("qwen3-14b", "a100-80gb", workload=VERY_LONG, max_model_len=40960, **A), "held"),
+    _gpustack(OSS120_H100, f"TP1 --max-model-len 32768, random 32,000 in / 100 out, 100 "
+              f"prompts, {ALL_AT_ONCE}", "total_tps", 16136.57,
+              _p("gpt-oss-120b", "h100-80gb", workload=VERY_LONG, max_model_len=32768, **H),
+              "held"),
+    _gpustack(Q235_H100, f"`-tp 8`, random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}",
+              "total_tps", 22657.51,
+              _p("qwen3-235b-a22b", "h100-80gb", 8, workload=VERY_LONG, max_model_len=40960,
+                 **H), "fit"),
+    _gpustack(DSR1_H200, f"`-tp 8`, random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}",
+              "total_tps", 15514.57,
+              _p("deepseek-v3", "h200-141gb", 8, workload=VERY_LONG, max_model_len=32768, **H),
+              "held"),
+    _gpustack(OSS20_A100, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}",
+              "total_tps", 7280.33,
+              _p("gpt-oss-20b", "a100-80gb", workload=VERY_LONG, max_model_len=131072, **A),
+              "fit"),
+    _gpustack(Q32_A100, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}", "total_tps",
+              1798.45,
+              _p("qwen3-32b", "a100-80gb", workload=VERY_LONG, max_model_len=32768, **A), "held"),
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Scored:
+    row: Row
+    estimated: float
+
+    @property
+    def error(self) -> float:
+        return self.estimated / self.row.published - 1
+
+
+def score(rows: list[Row]) -> list[Scored]:
+    return [Scored(row, estimate(row)) for row in rows]
+
+
+TOLERANCE = 0.25
+CLASSES = ("dense decode", "moe decode", "ttft", "saturation")
+
+
+def within(rows: Sequence[Scored]) -> float:
+    """Share of the rows within ±25% of the published figure."""
+    return sum(abs(s.error) <= TOLERANCE for s in rows) / len(rows)
+
+
+def median_error(rows: Sequence[Scored]) -> float:
+    return statistics.median(abs(s.error) for s in rows)
+
+
+def readme_error_table() -> str:
+    """The README's table: held-back error by class of estimate and GPU."""
+    held = [s for s in score(ROWS) if s.row.part == "held"]
+    lines = [
+        "| estimate | GPU | held-back runs | within ±25% | median \\|error\\| | worst |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for klass in CLASSES:
+        for gpu in sorted({s.row.gpu for s in held if s.row.klass == klass}):
+            rows = [s for s in held if s.row.klass == klass and s.row.gpu == gpu]
+            worst = max((s.error for s in rows), key=abs)
+            lines.append(
+                f"| {klass} | {gpu} | {len(rows)} | {within(rows):.0%} | "
+                f"{median_error(rows):.0%} | {worst:+.0%} |"
+            )
+    worst = max((s.error for s in held), key=abs)
+    lines.append(
+        f"| all | all | {len(held)} | {within(held):.0%} | {median_error(held):.0%} "
+        f"| {worst:+.0%} |"
+    )
+    return "\n".join(lines)
