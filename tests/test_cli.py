@@ -337,6 +337,18 @@ def prod_text(pristine: Path) -> subprocess.CompletedProcess[str]:
     return run(pristine, "plan", "prod")
 
 
+def test_plan_states_the_planners_measured_error_for_each_kind_of_model(
+    dev_text: subprocess.CompletedProcess[str], pristine: Path
+) -> None:
+    out = " ".join(dev_text.stdout.split())
+    kinds = {spec.architecture.is_moe for spec in load_stack("dev", pristine).profiles.values()}
+    for is_moe in kinds:
+        kind = "MoE" if is_moe else "dense"
+        assert f"measured error of the estimates for {kind} models" in out
+        for phase, shown in (("decode", "ITL"), ("ttft", "TTFT"), ("saturation", "throughput")):
+            assert f"{shown}: {error_band(is_moe, phase).describe()}" in out
+
+
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_plan_exits_0_and_prints_each_models_memory_kv_latency_and_cost(
     request: pytest.FixtureRequest, pristine: Path, stack: str

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from serving.accuracy import error_band
 from serving.catalog import ACCELERATORS, ARCHITECTURES, MACHINE_TYPES
 from serving.memory import RUNTIME_COMMUNICATION_BYTES
 from serving.planner import (
@@ -390,3 +391,12 @@ class TestPublishedMemory:
         alone = memory(spec(), Parallelism()).runtime_overhead_bytes
         grouped = memory(spec(), Parallelism(tensor=2)).runtime_overhead_bytes
         assert grouped - alone == RUNTIME_COMMUNICATION_BYTES
+
+
+def test_a_plan_carries_the_measured_error_for_its_kind_of_model() -> None:
+    dense = plan(spec()).measured_error
+    moe = plan(spec(architecture="qwen3-30b-a3b", machine_type="a3-highgpu-8g")).measured_error
+    for phase in ("decode", "ttft", "saturation"):
+        assert dense[phase] == error_band(False, phase).band  # type: ignore[arg-type]
+        assert moe[phase] == error_band(True, phase).band  # type: ignore[arg-type]
+    assert dense != moe

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from serving.accuracy import error_band
+from serving.catalog import MACHINE_TYPES, NODE_POOLS_ATTACH_GPU_NETWORK
 from serving.recommend import catalog_spec, recommend
 from serving.spec import ModelSpec
 
@@ -82,3 +84,40 @@ def test_an_fp8_kv_cache_profile_is_still_compared_on_a100s_without_it() -> None
     spec = llama_70b_fp8().model_copy(update={"kv_cache_dtype": "fp8"})
     ranked = recommend(spec, itl_target_s=0.05, ttft_target_s=2.0)
     assert {"a100-80gb", "h100-80gb"} <= {c.accelerator for c in ranked}
+
+
+def test_moe_dp_ep_spans_nodes_only_where_gpus_have_their_own_nics() -> None:
+    ranked = recommend(catalog_spec("deepseek-v3"), itl_target_s=0.06, ttft_target_s=2.0)
+    spanning = {
+        (c.machine_type, c.layout) for c in ranked if "+EP" in c.layout and c.gpus_per_replica > 8
+    }
+    # A3 Ultra has RDMA, A3 Mega GPUDirect-TCPXO, A3 High's 8-GPU size GPUDirect-TCPX
+    assert ("a3-ultragpu-8g", "TP=1 PP=1 DP=16+EP") in spanning
+    assert {machine for machine, _ in spanning} <= {
+        m.name for m in MACHINE_TYPES.values() if m.expert_parallel_across_nodes
+    }
+    assert not MACHINE_TYPES["a2-ultragpu-8g"].expert_parallel_across_nodes
+    assert MACHINE_TYPES["a3-ultragpu-8g"].gpu_network == "rdma"
+    two_nodes = next(
+        c for c in ranked if (c.machine_type, c.layout) == ("a3-ultragpu-8g", "TP=1 PP=1 DP=16+EP")
+    )
+    assert "winner's cost" in two_nodes.reason or two_nodes.reason.startswith("cheapest")
+    caveat = "" if NODE_POOLS_ATTACH_GPU_NETWORK else " (node pools do not attach it yet)"
+    assert f"DP+EP over 2 nodes on rdma{caveat}" in two_nodes.reason
+
+
+def test_candidates_within_the_measured_throughput_error_of_the_winner_are_ties() -> None:
+    spec = catalog_spec("qwen3-30b-a3b")
+    band = error_band(True, "saturation").band
+    ranked = recommend(spec, itl_target_s=0.05, ttft_target_s=2.0)
+    winner = ranked[0]
+    assert winner.reason.startswith("cheapest") and not winner.tie
+    in_the_running = [c for c in ranked[1:] if "winner's cost" in c.reason]
+    assert in_the_running
+    for candidate in in_the_running:
+        assert winner.usd_per_million_output_tokens is not None
+        assert candidate.usd_per_million_output_tokens is not None
+        ratio = candidate.usd_per_million_output_tokens / winner.usd_per_million_output_tokens
+        assert candidate.tie == (ratio - 1 <= band)
+        assert ("a tie" in candidate.reason) == candidate.tie
+    assert not any(c.tie for c in ranked if "winner's cost" not in c.reason)
