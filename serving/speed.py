@@ -8,9 +8,9 @@ less efficient than the dense matmuls. A request's first token also waits for a 
 (HTTP, chat template and tokenization, scheduling). A saturated server decodes as many sequences
 as its KV cache holds at their average length, not at their longest.
 
-The efficiency constants were fitted on the `fit` rows of
-`tests/serving/test_published_measurements.py` (published vLLM runs) and are judged on its
-held-back rows; `serving.accuracy` holds the error that check measures.
+The efficiency constants were fitted on the `fit` rows of `tests/calibration_set.py` (published
+vLLM runs) and are judged on its `held` rows; `serving.accuracy` holds the error that check
+measures.
 """
 
 from __future__ import annotations

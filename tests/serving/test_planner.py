@@ -13,14 +13,17 @@ from serving.planner import (
     ALLTOALL_LATENCY_S,
     alltoall_bytes_per_rank,
     alltoall_s,
+    decode_step_s,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     memory,
     plan,
+    saturated_batch,
     smallest_layout,
     weight_bytes_per_gpu,
 )
 from serving.spec import ModelSpec, Parallelism
+from serving.speed import burst_decode_s
 
 
 def spec(**fields: Any) -> ModelSpec:
@@ -400,3 +403,28 @@ def test_a_plan_carries_the_measured_error_for_its_kind_of_model() -> None:
         assert dense[phase] == error_band(False, phase).band  # type: ignore[arg-type]
         assert moe[phase] == error_band(True, phase).band  # type: ignore[arg-type]
     assert dense != moe
+
+
+class TestSaturation:
+    """A saturated server's batch and what its queued burst really delivers."""
+
+    def test_saturated_batch_holds_sequences_at_their_average_length(self) -> None:
+        model = spec(workload={"input_tokens": 2000, "output_tokens": 400}, max_num_seqs=4096)
+        mem = memory(model, model.parallelism)
+        # prompt plus half the output: vLLM allocates KV blocks as tokens arrive
+        assert saturated_batch(model, model.parallelism, mem) == mem.kv_capacity_tokens // 2200
+
+    def test_max_num_seqs_caps_the_saturated_batch(self) -> None:
+        model = spec(workload={"input_tokens": 100, "output_tokens": 100}, max_num_seqs=64)
+        assert saturated_batch(model, model.parallelism, memory(model, model.parallelism)) == 64
+
+    def test_a_draining_burst_delivers_less_than_the_full_batch_rate(self) -> None:
+        model = spec(workload={"input_tokens": 200, "output_tokens": 200})
+        layout = model.parallelism
+        machine = MACHINE_TYPES["a3-highgpu-1g"]
+        batch = 256
+        full_rate = batch / decode_step_s(model, machine, layout, batch, 300)
+        burst = burst_decode_s(model, machine, layout, batch, requests=1000)
+        assert 1000 * 200 / burst < full_rate
+        # and far more than one sequence at a time would
+        assert 1000 * 200 / burst > 20 / decode_step_s(model, machine, layout, 1, 300)
