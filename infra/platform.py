@@ -45,6 +45,8 @@ _VERDICT_FIELDS = {
     "tp-heads": "parallelism.tensor",
     "ep-on-dense": "parallelism.expert",
     "ep-size-indivisible": "parallelism.data",
+    "needless-span": "parallelism",
+    "placement-strategy": "placement",
 }
 
 

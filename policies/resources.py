@@ -211,11 +211,17 @@ def deployments_of(
 
 
 def planner_verdicts(view: RayServiceView, deployment: Deployment, *codes: str) -> Iterator[str]:
-    """The planner's verdicts with these codes on the layout a deployment runs, as messages."""
+    """The planner's verdicts with these codes on the layout a deployment runs, on the GPUs its
+    worker pods hold and with the placement strategy it asks, as messages: the pack judges a
+    deployed layout by the same rules `servestack plan` gives its verdicts by."""
     spec = view.spec_for(deployment)
     memory = planner.memory(spec, deployment.layout)
     role = deployment.role if deployment.role in ("prefill", "decode") else "server"
-    for verdict in planner.verdicts(spec, role, deployment.layout, memory):  # type: ignore[arg-type]
+    found = planner.verdicts(
+        spec, role, deployment.layout, memory,  # type: ignore[arg-type]
+        gpus_per_node=view.gpus_per_pod(), strategy=deployment.strategy or None,
+    )  # fmt: skip
+    for verdict in found:
         if verdict.code in codes:
             yield f"{view.name} ({deployment.role}): {verdict.message}"
 

@@ -1,6 +1,7 @@
 """Topology: layouts that cannot work or waste GPUs. Each RayService is judged by the layout it
-deploys, with serving's planner answering what fits where; nothing here restates a fact about
-a model or a GPU."""
+deploys, on the GPUs its worker pods hold, by the planner's own verdicts (`planner.verdicts`):
+whatever `servestack plan` accepts the pack accepts, and the reverse; nothing here restates a
+rule or a fact about a model or a GPU."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from pulumi_policy import Severity
 
-from policies.common import ADVISORY, resource_policy, stack_policy
+from policies.common import ADVISORY, ResourceCheck, resource_policy, stack_policy
 from policies.resources import (
     NODE_POOL,
     RAYSERVICE,
@@ -22,39 +23,16 @@ from policies.resources import (
 from serving import planner
 
 
-def _tp_within_node(
-    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
-) -> Iterator[str]:
-    for view, deployment in deployments_of(resource_type, name, props):
-        per_pod = view.gpus_per_pod()
-        tensor = deployment.layout.tensor
-        if tensor > per_pod:
-            yield (
-                f"{view.name} ({deployment.role}): tensor_parallel_size={tensor} needs {tensor} "
-                f"GPUs in one node (one NVLink domain); its worker pods hold {per_pod} — its "
-                "all-reduces would cross the network on every layer of every token"
-            )
+def _verdicts(*codes: str) -> ResourceCheck:
+    """A check that reports the planner's verdicts with these codes on each deployed layout."""
 
+    def check(
+        resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+    ) -> Iterator[str]:
+        for view, deployment in deployments_of(resource_type, name, props):
+            yield from planner_verdicts(view, deployment, *codes)
 
-def _strict_pack(
-    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
-) -> Iterator[str]:
-    for view, deployment in deployments_of(resource_type, name, props):
-        layout, strategy = deployment.layout, deployment.strategy
-        if layout.model_parallel_size == 1:
-            continue
-        inside = layout.model_parallel_size <= view.gpus_per_pod()
-        if inside and strategy != "STRICT_PACK":
-            yield (
-                f"{view.name} ({deployment.role}): placement strategy {strategy} lets its "
-                f"{layout.model_parallel_size} tensor/pipeline ranks land on different nodes; "
-                "a group that fits one node must be STRICT_PACK"
-            )
-        elif not inside and strategy in ("SPREAD", "STRICT_SPREAD"):
-            yield (
-                f"{view.name} ({deployment.role}): placement strategy {strategy} scatters its "
-                "ranks over as many nodes as it can; pipeline stages across nodes need PACK"
-            )
+    return check
 
 
 def _fits(
@@ -72,31 +50,6 @@ def _fits(
                 f"{memory.max_concurrent_sequences} sequence(s) of max_model_len "
                 f"{spec.max_model_len:,}; this policy asks for {wanted}"
             )
-
-
-def _needless_span(
-    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
-) -> Iterator[str]:
-    for view, deployment in deployments_of(resource_type, name, props):
-        per_pod = view.gpus_per_pod()
-        layout = deployment.layout
-        if layout.gpus_per_replica <= per_pod:
-            continue
-        spec = view.spec_for(deployment)
-        smallest = planner.smallest_layout(spec, layout)
-        if smallest is not None and smallest.gpus_per_replica <= per_pod:
-            yield (
-                f"{view.name} ({deployment.role}): {layout.label} spans "
-                f"{-(-layout.gpus_per_replica // per_pod)} nodes, but {smallest.label} holds the "
-                f"model on {smallest.gpus_per_replica} GPU(s) of one node"
-            )
-
-
-def _over_sharded(
-    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
-) -> Iterator[str]:
-    for view, deployment in deployments_of(resource_type, name, props):
-        yield from planner_verdicts(view, deployment, "over-sharded")
 
 
 def _expert_parallel(
@@ -135,11 +88,18 @@ TOPOLOGY_POLICIES = [
     resource_policy(
         "topology-rayservice-tp-within-node",
         "Tensor parallelism stays inside one node: TP is at most the GPUs of one worker pod.",
-        "Lower parallelism.tensor to the node's GPUs and add pipeline stages "
-        "(parallelism.pipeline) for what no longer fits; `servestack plan --recommend` ranks "
-        "layouts that do.",
-        _tp_within_node,
+        "Use the layout the message names: the smallest that fits, inside one node where one "
+        "holds the model (`servestack plan` gives the same verdict; `--recommend` ranks "
+        "layouts).",
+        _verdicts("tp-crosses-node"),
         severity=Severity.CRITICAL,
+    ),
+    resource_policy(
+        "topology-rayservice-tp-divides-heads",
+        "The tensor-parallel size divides the attention heads, and divides or is a multiple of "
+        "the KV heads (vLLM refuses anything else at start).",
+        "Use the tensor size the message names; `servestack plan` shows the same verdict.",
+        _verdicts("tp-heads"),
     ),
     resource_policy(
         "topology-rayservice-strict-pack",
@@ -147,7 +107,7 @@ TOPOLOGY_POLICIES = [
         "pipeline stages may be PACK.",
         "Let the compiler write placement_group_config (it emits STRICT_PACK), or set "
         "strategy: STRICT_PACK by hand.",
-        _strict_pack,
+        _verdicts("placement-strategy"),
     ),
     resource_policy(
         "topology-rayservice-fits",
@@ -171,13 +131,13 @@ TOPOLOGY_POLICIES = [
         "A replica crosses nodes only when no layout inside one node holds the model.",
         "Use the single-node layout the message names; crossing nodes trades NVLink for the "
         "network.",
-        _needless_span,
+        _verdicts("needless-span"),
     ),
     resource_policy(
         "topology-rayservice-over-sharded",
         "A replica uses no more GPUs than the model needs inside one node.",
         "Use the smaller layout the message names and serve more replicas with the GPUs saved.",
-        _over_sharded,
+        _verdicts("over-sharded"),
         enforcement=ADVISORY,
         severity=Severity.LOW,
     ),

@@ -261,17 +261,42 @@ def _candidate_layouts(spec: ModelSpec, layout: Parallelism) -> Iterator[Paralle
         yield Parallelism(tensor=tp, pipeline=pp, data=layout.data, expert=layout.expert)
 
 
+def _experts_shard(spec: ModelSpec, layout: Parallelism) -> bool:
+    """Expert parallelism only on a MoE model, with an EP size that divides its experts."""
+    arch = spec.architecture
+    if not layout.expert:
+        return True
+    return arch.is_moe and arch.num_experts % layout.expert_parallel_size == 0
+
+
 def smallest_layout(spec: ModelSpec, layout: Parallelism) -> Parallelism | None:
-    """The fewest GPUs on which the model fits, among the layouts vLLM serves well."""
+    """The fewest GPUs on which the model fits, among the layouts vLLM serves well: every
+    suggestion a verdict makes is this layout, which no topology rule refuses (a valid TP inside
+    one node, pipeline stages only once no single node holds the model, experts that divide)."""
     for candidate in _candidate_layouts(spec, layout):
-        if memory(spec, candidate).fits:
+        if _experts_shard(spec, candidate) and memory(spec, candidate).fits:
             return candidate
     return None
 
 
+# Placement strategies that scatter a group over as many nodes as they can.
+_SPREADING = ("SPREAD", "STRICT_SPREAD")
+
+
 def verdicts(
-    spec: ModelSpec, role: Role, layout: Parallelism, mem: MemoryBreakdown
+    spec: ModelSpec,
+    role: Role,
+    layout: Parallelism,
+    mem: MemoryBreakdown,
+    *,
+    gpus_per_node: int | None = None,
+    strategy: str | None = None,
 ) -> list[Verdict]:
+    """Every rule a layout must pass, the one set the planner and the policy pack both ask.
+
+    `gpus_per_node` is the GPUs of one worker pod (one node); by default the node the planner
+    would choose. `strategy` is the Ray placement strategy the deployment uses; by default the
+    profile's, where it sets one (the compiler's own choice passes by construction)."""
     arch, gpu = spec.architecture, spec.gpu
     found: list[Verdict] = []
 
@@ -283,38 +308,33 @@ def verdicts(
         )
 
     smallest = smallest_layout(spec, layout)
-    per_node = _largest_node(spec)
+    per_node = gpus_per_node or _largest_node(spec)
     machine = choose_machine(spec, layout.gpus_per_replica)
+    use = f"use {_describe(smallest)}" if smallest else f"no layout on {gpu.key} nodes holds it"
     if layout.tensor > per_node:
-        stages = math.ceil(layout.tensor * layout.pipeline / per_node)
-        fix = Parallelism(tensor=per_node, pipeline=stages, data=layout.data, expert=layout.expert)
         say(
             "tp-crosses-node", "error",
             f"tensor={layout.tensor} needs {layout.tensor} GPUs on one node; {machine.name} has "
-            f"{per_node} — use {_describe(fix)}, or a smaller model",
-            fix,
+            f"{per_node} — {use}",
+            smallest,
         )  # fmt: skip
     tensor_sizes = valid_tensor_sizes(spec, max(layout.tensor, 1))
     if layout.tensor not in tensor_sizes:
-        fix = layout.model_copy(update={"tensor": max(tensor_sizes)})
         say(
             "tp-heads", "error",
             f"tensor={layout.tensor} does not divide {arch.key}'s {arch.num_attention_heads} "
-            f"attention heads and {arch.num_kv_heads} KV heads — use {_describe(fix)}",
-            fix,
+            f"attention heads and {arch.num_kv_heads} KV heads — {use}",
+            smallest,
         )  # fmt: skip
     if not mem.fits:
         needed = mem.weights_bytes + mem.activation_bytes + mem.runtime_overhead_bytes
         needed += spec.max_model_len * mem.kv_cache_bytes_per_token_per_gpu
-        fix_text = (
-            f"use {_describe(smallest)}" if smallest else f"no layout on {gpu.key} nodes holds it"
-        )
         say(
             "does-not-fit", "error",
             f"{arch.key} ({spec.weights_dtype}) with {_describe(layout)} needs "
             f"{needed / GIB:.1f} GiB per GPU for weights and one {spec.max_model_len:,}-token "
             f"sequence; {gpu.key} offers {mem.usable_bytes / GIB:.1f} GiB at "
-            f"gpu_memory_utilization {spec.gpu_memory_utilization} — {fix_text}",
+            f"gpu_memory_utilization {spec.gpu_memory_utilization} — {use}",
             smallest,
         )  # fmt: skip
     elif (
@@ -329,21 +349,52 @@ def verdicts(
             "layout serve more requests for the same GPUs",
             smallest,
         )  # fmt: skip
+    if (
+        layout.gpus_per_replica > per_node
+        and smallest is not None
+        and smallest.gpus_per_replica <= per_node
+    ):
+        say(
+            "needless-span", "error",
+            f"{_describe(layout)} spans {-(-layout.gpus_per_replica // per_node)} nodes of "
+            f"{per_node} GPUs, but {_describe(smallest)} holds {arch.key} on "
+            f"{smallest.gpus_per_replica} GPU(s) of one node — crossing nodes trades NVLink for "
+            "the network",
+            smallest,
+        )  # fmt: skip
+    chosen = strategy or (spec.placement if spec.placement != "auto" else None)
+    if chosen is not None and layout.model_parallel_size > 1:
+        inside = layout.model_parallel_size <= per_node
+        if inside and chosen != "STRICT_PACK":
+            say(
+                "placement-strategy", "error",
+                f"placement strategy {chosen} lets the {layout.model_parallel_size} "
+                "tensor/pipeline ranks land on different nodes; a group that fits one node must "
+                "be STRICT_PACK — set placement: auto",
+            )  # fmt: skip
+        elif not inside and chosen in _SPREADING:
+            say(
+                "placement-strategy", "error",
+                f"placement strategy {chosen} scatters the ranks over as many nodes as it can; "
+                "pipeline stages across nodes need PACK — set placement: auto",
+            )  # fmt: skip
     if layout.expert and not arch.is_moe:
+        fix = smallest_layout(spec, layout.model_copy(update={"expert": False, "data": 1}))
         say(
             "ep-on-dense", "error",
             f"expert parallelism needs a mixture-of-experts model; {arch.key} is dense — set "
             "parallelism.expert: false (and scale with replicas instead of data)",
-            layout.model_copy(update={"expert": False, "data": 1}),
+            fix,
         )  # fmt: skip
     elif layout.expert and arch.num_experts % layout.expert_parallel_size:
         sizes = [d for d in (1, 2, 4, 8, 16, 32, 64) if arch.num_experts % (d * layout.tensor) == 0]
-        fix = layout.model_copy(update={"data": max(d for d in sizes if d <= max(layout.data, 1))})
+        data = max((d for d in sizes if d <= max(layout.data, 1)), default=1)
+        fix = smallest_layout(spec, layout.model_copy(update={"data": data}))
         say(
             "ep-size-indivisible", "error",
             f"expert-parallel size {layout.expert_parallel_size} (data {layout.data} x tensor "
-            f"{layout.tensor}) does not divide {arch.key}'s {arch.num_experts} experts — use "
-            f"{_describe(fix)}",
+            f"{layout.tensor}) does not divide {arch.key}'s {arch.num_experts} experts — "
+            + (f"use {_describe(fix)}" if fix else "no expert-parallel layout holds it"),
             fix,
         )  # fmt: skip
     if spec.weights_dtype == "fp8" and not gpu.has_fp8_math:

@@ -208,6 +208,10 @@ CASES: dict[str, Case] = {
     "topology-rayservice-tp-within-node": Case(
         "prod", RAYSERVICE, _pod_gpus(1), _pop("spec", "rayClusterConfig"), "advisory"
     ),
+    "topology-rayservice-tp-divides-heads": Case(
+        "prod", RAYSERVICE, _engine(tensor_parallel_size=3), _pop("metadata", "annotations"),
+        "advisory",
+    ),
     "topology-rayservice-strict-pack": Case(
         "prod", RAYSERVICE, _strategy("PACK"), _pop("spec", "serveConfigV2"), "disabled"
     ),

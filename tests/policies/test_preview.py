@@ -89,8 +89,9 @@ def test_preview_prints_components_violations_and_their_fixes(negative_repo: Pat
     out = " ".join(result.stdout.split())
     assert "servestack:serving:LlmService servestack-serving-tp16-on-8-gpus" in out
     assert "mandatory [topology-rayservice-tp-within-node]" in out
-    assert "tensor_parallel_size=16 needs 16 GPUs in one node" in out
-    assert "fix: Lower parallelism.tensor to the node's GPUs" in out
+    # The pack's verdict is the planner's, with the planner's fix.
+    assert "tensor=16 needs 16 GPUs on one node; a3-highgpu-8g has 8 — use tensor=2" in out
+    assert "fix: Use the layout the message names" in out
 
 
 def test_a_policy_config_file_overrides_enforcement(negative_repo: Path, tmp_path: Path) -> None:

@@ -167,14 +167,31 @@ class TestVerdicts:
         verdict = next(v for v in model_plan.verdicts if v.code == "tp-crosses-node")
         assert verdict.severity == "error"
         assert "tensor=16 needs 16 GPUs on one node; a3-highgpu-8g has 8" in verdict.message
-        assert verdict.suggestion == Parallelism(tensor=8, pipeline=2)
+        # The fix is the smallest layout that fits, inside one node: tensor=8 pipeline=2 would
+        # span two nodes needlessly, which the pack refuses.
+        assert verdict.suggestion == Parallelism(tensor=2)
+        assert "needless-span" in codes(model_plan)
+
+    def test_a_replica_spanning_nodes_when_one_node_holds_it_is_an_error(self) -> None:
+        model = spec(architecture="llama-3.3-70b", machine_type="a3-highgpu-8g",
+                     parallelism={"tensor": 4, "pipeline": 4})  # fmt: skip
+        verdict = next(v for v in plan(model).verdicts if v.code == "needless-span")
+        assert verdict.severity == "error"
+        assert "tensor=4 pipeline=4 spans 2 nodes of 8 GPUs" in verdict.message
+        assert verdict.suggestion == Parallelism(tensor=2)
+
+    def test_a_profile_placement_that_scatters_a_node_sized_group_is_an_error(self) -> None:
+        model_plan = plan(spec(parallelism={"tensor": 2}, placement="PACK"))
+        verdict = next(v for v in model_plan.verdicts if v.code == "placement-strategy")
+        assert verdict.severity == "error"
+        assert "must be STRICT_PACK" in verdict.message
 
     def test_tensor_size_must_divide_heads(self) -> None:
         verdict = next(
             v for v in plan(spec(parallelism={"tensor": 3})).verdicts if v.code == "tp-heads"
         )
         assert "does not divide llama-3.1-8b's 32 attention heads and 8 KV heads" in verdict.message
-        assert verdict.suggestion == Parallelism(tensor=2)
+        assert verdict.suggestion == Parallelism(tensor=1)
 
     def test_model_that_fits_fewer_gpus_is_over_sharded(self) -> None:
         model_plan = plan(spec(parallelism={"tensor": 4}))
