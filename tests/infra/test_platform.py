@@ -56,19 +56,21 @@ class TestPoolsFollowThePlans:
             }
 
 
+# DeepSeek-V3 does not fit one node of eight A100 80GB, so a replica spans two (a model that
+# one node holds would be a needless span, refused by plan and pack alike).
 SPANNING_PROFILE = {
     "name": "llama-3.3-70b-pp",
-    "source": "meta-llama/Llama-3.3-70B-Instruct",
-    "architecture": "llama-3.3-70b",
-    "accelerator": "a100-40gb",
+    "source": "deepseek-ai/DeepSeek-V3",
+    "architecture": "deepseek-v3",
+    "accelerator": "a100-80gb",
     "parallelism": {"tensor": 8, "pipeline": 2},
-    "max_model_len": 8192,
+    "max_model_len": 32768,
     "autoscaling": {"min_replicas": 1, "max_replicas": 2},
 }
 
 
 def _mixed_stack(root: Path, **h100_options: Any) -> PlatformPlan:
-    """A stack serving a 70B over two A100 nodes per replica and the 8B on one H100."""
+    """A stack serving DeepSeek-V3 over two A100 nodes per replica and the 8B on one H100."""
     (root / "stacks/models/llama-3.3-70b-pp.yaml").write_text(yaml.safe_dump(SPANNING_PROFILE))
     (root / "stacks/Pulumi.mixed.yaml").write_text(
         yaml.safe_dump(
