@@ -50,7 +50,7 @@ class GpuPoolOptions(BaseModel):
     follows from the catalog and the models' plans; these are the choices a plan cannot make.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     spot: bool = Field(
         default=False, description="Spot VMs: much cheaper, but GCP may reclaim a node any time."
@@ -90,7 +90,7 @@ class GpuPoolOptions(BaseModel):
 class StackConfig(BaseModel):
     """The `servestack:` keys of a stack file."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     models: list[str] = Field(
         min_length=1,

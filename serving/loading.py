@@ -37,6 +37,8 @@ def display_path(path: Path) -> str:
 # larger is a mistake or an attack, and everything in a profile reaches the RayService, which the
 # Kubernetes API stores only up to its object size limit.
 MAX_FILE_BYTES = 64 * 1024
+# Settings nest a few levels (engine_args.hf_overrides.rope_scaling); far deeper is an attack.
+MAX_NESTING = 32
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -44,13 +46,26 @@ class _StrictLoader(yaml.SafeLoader):
     megabytes), no key written twice (the second would silently win), and floats as YAML 1.2
     reads them (`8.0e9`, which YAML 1.1 reads as a string)."""
 
+    _depth = 0
+
     def compose_node(self, parent: Any, index: Any) -> Any:
+        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise yaml.constructor.ConstructorError(
                 None, None, f"alias *{event.anchor} is not allowed here", event.start_mark
             )
-        return super().compose_node(parent, index)
+        # PyYAML composes recursively: thousands of nested brackets would end in a
+        # RecursionError deep inside it instead of a message.
+        if self._depth >= MAX_NESTING:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"values are nested more than {MAX_NESTING} levels deep",
+                event.start_mark,
+            )  # fmt: skip
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -121,6 +136,8 @@ def read_yaml(path: Path) -> Any:
         fix = "fix the YAML syntax at that line"
         if "alias" in problem:
             fix = "write the value out in full where it is used (anchors and aliases are refused)"
+        elif "nested more than" in problem:
+            fix = "flatten the value; profiles and stacks nest a few levels, not dozens"
         elif "written twice" in problem:
             fix = "keep one of the two; a key written twice would silently drop the first"
         raise ServestackError(source, where, f"not valid YAML: {problem}", fix) from None

@@ -74,7 +74,8 @@ RESERVED_ENV_NAMES = {
 
 class _Frozen(BaseModel):
     # strict: YAML's `true` is no tensor size and "8" no count; a profile says what it means.
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    # No .inf or .nan either: no estimate can be made from them.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class Parallelism(_Frozen):
@@ -313,7 +314,7 @@ class ModelSpec(_Frozen):
     )
     max_model_len: int = Field(ge=16, description="Longest sequence (prompt + output) served.")
     max_num_batched_tokens: int = Field(
-        default=8192, ge=16, description="Chunked-prefill token budget per engine step."
+        default=8192, ge=16, le=2**24, description="Chunked-prefill token budget per engine step."
     )
     max_num_seqs: int = Field(default=256, ge=1, le=4096, description="Sequences per engine step.")
     gpu_memory_utilization: float = Field(

@@ -53,6 +53,14 @@ def _alias_bomb(root: Path) -> None:
     )
 
 
+def _deep_nesting(root: Path) -> None:
+    # 40 KB of brackets: PyYAML composes recursively and would die in a RecursionError.
+    path = root / DEV_PROFILE
+    path.write_text(
+        path.read_text() + "engine_args:\n  hf_overrides: " + "[" * 20_000 + "]" * 20_000
+    )
+
+
 def _duplicate_key(root: Path) -> None:
     path = root / DEV_PROFILE
     path.write_text(path.read_text() + "max_model_len: 1024\n")
@@ -99,6 +107,13 @@ HOSTILE: list[tuple[str, Callable[[Path], None], str, str, list[str]]] = [
         DEV_PROFILE,
         "line ",
         ["alias *a is not allowed", "anchors and aliases are refused"],
+    ),
+    (
+        "yaml-nested-too-deep",
+        _deep_nesting,
+        DEV_PROFILE,
+        "line ",
+        ["nested more than 32 levels deep", "flatten the value"],
     ),
     (
         "duplicate-yaml-key",
@@ -163,6 +178,35 @@ HOSTILE: list[tuple[str, Callable[[Path], None], str, str, list[str]]] = [
         DEV_STACK,
         "servestack:system_min_nodes",
         ["valid integer"],
+    ),
+    (
+        "infinite-parameter-count",
+        _profile(
+            lambda d: d.update(
+                architecture={
+                    "total_params": float("inf"),
+                    "active_params": 8.0e9,
+                    "num_layers": 32,
+                    "hidden_size": 4096,
+                    "num_attention_heads": 32,
+                    "num_kv_heads": 8,
+                    "head_dim": 128,
+                    "intermediate_size": 14336,
+                    "vocab_size": 128256,
+                    "max_position_embeddings": 131072,
+                }
+            )
+        ),
+        DEV_PROFILE,
+        "architecture.total_params",
+        ["finite number"],
+    ),
+    (
+        "infinite-price",
+        _stack(lambda c: c.update({"servestack:prices": {"a3-highgpu-1g": float("inf")}})),
+        DEV_STACK,
+        "servestack:prices.a3-highgpu-1g",
+        ["finite number"],
     ),
     (
         "secret-by-value-under-an-ordinary-name",

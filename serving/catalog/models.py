@@ -15,6 +15,10 @@ WeightDtype = Literal["bf16", "fp8", "mxfp4"]
 
 # Bytes per weight. MXFP4 is 4-bit E2M1 values plus one 8-bit scale per 32 values: 4.25 bits.
 BYTES_PER_WEIGHT: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
+# Bounds far beyond any published model (the largest have about 2e12 parameters and 1e7-token
+# contexts) that keep an inline architecture's arithmetic finite.
+MAX_PARAMS = 1e15
+MAX_DIMENSION = 100_000_000
 # Bytes per weight as vLLM holds them on the GPU. No GPU in the catalog has FP4 tensor cores, so
 # vLLM repacks MXFP4 experts into the padded layouts of its Marlin/Triton kernels: gpt-oss-120b
 # logs "Model loading took 65.9651 GiB" on an H100 (vLLM 0.10.1, Marlin;
@@ -27,25 +31,39 @@ BYTES_PER_WEIGHT_AS_LOADED: dict[str, float] = BYTES_PER_WEIGHT | {"mxfp4": 4.7 
 class Architecture(BaseModel):
     """A transformer's shape. Parameter counts are totals over the whole model."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     key: str = Field(default="inline", description="Catalog key, e.g. 'llama-3.1-8b'.")
     hf_repo: str | None = Field(default=None, description="Where the figures were read.")
-    total_params: float = Field(gt=0, description="All parameters, embeddings included.")
-    active_params: float = Field(
-        gt=0, description="Parameters used per token (MoE: routed subset)."
+    total_params: float = Field(
+        gt=0, le=MAX_PARAMS, description="All parameters, embeddings included."
     )
-    num_layers: int = Field(gt=0, description="Transformer layers (config: num_hidden_layers).")
-    hidden_size: int = Field(gt=0, description="Model width (config: hidden_size).")
-    num_attention_heads: int = Field(gt=0, description="Query heads per layer.")
-    num_kv_heads: int = Field(gt=0, description="Key/value heads (GQA); equals heads for MHA.")
-    head_dim: int = Field(gt=0, description="Width of one attention head.")
-    intermediate_size: int = Field(gt=0, description="Dense MLP width (MoE: one expert's width).")
-    vocab_size: int = Field(gt=0, description="Tokenizer vocabulary (embedding rows).")
+    active_params: float = Field(
+        gt=0, le=MAX_PARAMS, description="Parameters used per token (MoE: routed subset)."
+    )
+    num_layers: int = Field(
+        gt=0, le=MAX_DIMENSION, description="Transformer layers (config: num_hidden_layers)."
+    )
+    hidden_size: int = Field(
+        gt=0, le=MAX_DIMENSION, description="Model width (config: hidden_size)."
+    )
+    num_attention_heads: int = Field(gt=0, le=MAX_DIMENSION, description="Query heads per layer.")
+    num_kv_heads: int = Field(
+        gt=0, le=MAX_DIMENSION, description="Key/value heads (GQA); equals heads for MHA."
+    )
+    head_dim: int = Field(gt=0, le=MAX_DIMENSION, description="Width of one attention head.")
+    intermediate_size: int = Field(
+        gt=0, le=MAX_DIMENSION, description="Dense MLP width (MoE: one expert's width)."
+    )
+    vocab_size: int = Field(
+        gt=0, le=MAX_DIMENSION, description="Tokenizer vocabulary (embedding rows)."
+    )
     tied_embeddings: bool = Field(
         default=False, description="The output head shares the input embedding's weights."
     )
-    max_position_embeddings: int = Field(gt=0, description="Longest context the model supports.")
+    max_position_embeddings: int = Field(
+        gt=0, le=MAX_DIMENSION, description="Longest context the model supports."
+    )
     weight_dtype: WeightDtype = Field(default="bf16", description="Dtype of the published weights.")
     expert_weight_dtype: WeightDtype | None = Field(
         default=None, description="Dtype of expert weights where it differs (gpt-oss: mxfp4)."
