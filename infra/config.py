@@ -14,6 +14,7 @@ the platform is planned (`infra/platform.py`).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from ipaddress import IPv4Network
 from pathlib import Path
@@ -38,6 +39,9 @@ KubeRayInstall = Literal["helm", "gke_addon"]
 # The stack's models are strict (no `true` for a count, no "2" for a number); a CIDR block is
 # written as text and parsed.
 Cidr = Annotated[IPv4Network, Strict(False)]
+_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"(\*\.)?{_LABEL}(\.{_LABEL})*")
+_IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-z0-9._/:@-]*")
 
 # Read by the program only, from Pulumi's encrypted config (`load_pulumi_secrets`).
 SECRET_KEYS = frozenset({"api_keys", "tls_cert", "tls_key", "hf_token"})
@@ -175,6 +179,19 @@ class StackConfig(BaseModel):
         default=600, ge=30, le=7200, description="Longest a streamed answer may run, seconds."
     )
 
+    @field_validator("edge_host")
+    @classmethod
+    def _host_name(cls, host: str | None) -> str | None:
+        # The host reaches the edge's HAProxy configuration through the Ingress: only a DNS
+        # name may go there.
+        if host is not None and not _HOST_NAME.fullmatch(host):
+            raise FixableValueError(
+                f"{host!r} is not a DNS host name",
+                "use a name such as llm.example.com (lower case, digits, '-' and '.'), or a "
+                "wildcard such as *.example.com",
+            )
+        return host
+
     @field_validator("models")
     @classmethod
     def _plain_unique_names(cls, models: list[str]) -> list[str]:
@@ -192,6 +209,11 @@ class StackConfig(BaseModel):
     @field_validator("ray_image")
     @classmethod
     def _ray_floor(cls, image: str) -> str:
+        if not _IMAGE_REFERENCE.fullmatch(image):
+            raise FixableValueError(
+                f"{image!r} is not a container image reference",
+                f"use a reference such as {DEFAULT_RAY_IMAGE}, without spaces or line breaks",
+            )
         if image_ray_version(image) is None:
             raise FixableValueError(
                 f"'{image}' carries no Ray version in its tag",

@@ -120,7 +120,7 @@ class ClusterSpec(_Frozen):
     @field_validator("maintenance_window_start")
     @classmethod
     def _clock(cls, value: str) -> str:
-        if not _CLOCK.match(value):
+        if not _CLOCK.fullmatch(value):
             raise FixableValueError(
                 f"'{value}' is not a time of day", "write HH:MM in UTC, e.g. '03:00'"
             )
@@ -129,7 +129,8 @@ class ClusterSpec(_Frozen):
     @model_validator(mode="after")
     def _located_and_closed(self) -> ClusterSpec:
         zone = self.cluster_zone
-        if zone is not None and (not _ZONE.match(zone) or catalog.region_of(zone) != self.region):
+        outside = zone is not None and catalog.region_of(zone) != self.region
+        if zone is not None and (not _ZONE.fullmatch(zone) or outside):
             raise FixableValueError(
                 f"'{zone}' is not a zone of gcp:region {self.region}",
                 f"use a zone such as {self.region}-a, or unset it for a regional cluster",
@@ -172,7 +173,7 @@ class SystemPoolSpec(_Frozen):
                 f"{value} is a GPU machine type; the system pool runs CPU pods only",
                 "use a CPU machine type such as e2-standard-4 or n2-standard-8",
             )
-        if not _MACHINE_TYPE.match(value):
+        if not _MACHINE_TYPE.fullmatch(value):
             raise FixableValueError(
                 f"'{value}' is not a GCE machine type name", "use a name such as e2-standard-4"
             )

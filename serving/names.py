@@ -30,7 +30,7 @@ _HASH_CHARS = 6
 
 def check_profile_name(name: str) -> str:
     """A model named in a stack: the stem of a file in stacks/models/, nothing that leaves it."""
-    if not PROFILE_NAME.match(name):
+    if not PROFILE_NAME.fullmatch(name):
         raise FixableValueError(
             f"'{name}' is not a profile name",
             "name a file of stacks/models/ without .yaml: lower-case letters, digits, '.', '_' "
@@ -58,7 +58,7 @@ def kubernetes_name_problem(served_name: str) -> FixableValueError | None:
             f"takes at most {RAYSERVICE_NAME_MAX}",
             f"shorten name to {RAYSERVICE_NAME_MAX} characters or fewer",
         )
-    if not _DNS_1035.match(name):
+    if not _DNS_1035.fullmatch(name):
         return FixableValueError(
             f"'{served_name}' becomes the RayService '{name}', which must start with a letter "
             "(a DNS-1035 label, as Kubernetes Services need)",
@@ -90,7 +90,7 @@ def gcp_account_id(served_name: str, role: str = "weights") -> str:
     `<name>-<role>` is no valid id (too long, or not starting with a letter), the name is cut
     and a hash of the whole served id added, so two models never share an account."""
     plain = f"{kubernetes_name(served_name)}-{role}"
-    if GCP_ACCOUNT_ID.match(plain):
+    if GCP_ACCOUNT_ID.fullmatch(plain):
         return plain
     suffix = f"-{short_hash(served_name)}-{role}"
     stem = kubernetes_name(served_name)

@@ -355,7 +355,7 @@ class ModelSpec(_Frozen):
     @field_validator("name")
     @classmethod
     def _served_name(cls, value: str) -> str:
-        if not _SERVED_NAME.match(value):
+        if not _SERVED_NAME.fullmatch(value):
             raise FixableValueError(
                 f"'{value}' is not a served model id",
                 "use lower-case letters, digits, '.' and '-', starting and ending with a letter or "
@@ -370,11 +370,11 @@ class ModelSpec(_Frozen):
     @classmethod
     def _source(cls, value: str) -> str:
         if value.startswith("gs://"):
-            if not _GCS_PATH.match(value):
+            if not _GCS_PATH.fullmatch(value):
                 raise FixableValueError(
                     f"'{value}' is not a valid gs:// path", "use gs://<bucket>/<path to weights>"
                 )
-        elif not _HF_REPO.match(value):
+        elif not _HF_REPO.fullmatch(value):
             raise FixableValueError(
                 f"'{value}' is neither a Hugging Face repo nor a gs:// path",
                 "use 'org/model' (e.g. meta-llama/Llama-3.1-8B-Instruct) or gs://bucket/path",
@@ -448,7 +448,7 @@ class ModelSpec(_Frozen):
     @classmethod
     def _safe_env(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not _ENV_NAME.match(name):
+            if not _ENV_NAME.fullmatch(name):
                 raise FixableValueError(
                     f"'{name}' is not an environment variable name",
                     "use upper-case letters, digits and '_', e.g. VLLM_USE_DEEP_GEMM",
