@@ -210,7 +210,10 @@ BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = 
         _stack(PROD, _set(master_authorized_networks=["0.0.0.0/0"])),
         PROD,
         "servestack:master_authorized_networks",
-        ["0.0.0.0/0 opens the control plane to the whole internet", "allow_public_control_plane"],
+        [
+            "0.0.0.0/0 opens the control plane to a /0, wider than the /8",
+            "allow_public_control_plane",
+        ],
     ),
     (
         "options-for-a-machine-no-model-uses",
