@@ -1,5 +1,6 @@
-"""Objects the Kubernetes API would not store are refused before anything is registered or
-rendered, naming the profile and the object."""
+"""What the program would register for hostile profiles: objects the Kubernetes API would not
+store are refused before anything is registered or rendered, naming the profile and the object;
+names cut to fit GCP stay apart."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
+from cli_support import copy_repo, edit_yaml
 
 from infra.config import Stack, load_stack
 from infra.platform import plan_platform
+from infra.preview import record
 from infra.render import render_model
 from serving.errors import ServestackError
 from serving.limits import ANNOTATIONS_BYTES_MAX, size_problems
+from serving.names import GCP_ACCOUNT_ID
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,3 +54,25 @@ def test_a_configmap_over_a_mebibyte_is_refused() -> None:
 def test_an_object_over_the_etcd_request_limit_is_refused() -> None:
     big = {"kind": "RayService", "metadata": {"name": "x"}, "spec": {"s": "x" * (1536 * 1024)}}
     assert any("the Kubernetes API stores" in problem for problem in size_problems(big))
+
+
+def test_two_long_gcs_model_names_get_two_weight_reader_accounts(tmp_path: Path) -> None:
+    """Cut to 30 characters, both names would be one GCP service account, and each model's
+    bucket would grant the other model's pods; the hash of the whole name keeps them apart."""
+    root = copy_repo(tmp_path / "repo")
+    served = ["qwen3-coder-480b-a35b-instruct-long", "qwen3-coder-480b-a35b-instruct-short"]
+    for name in served:
+        profile = yaml.safe_load((root / "stacks/models/llama-3.1-8b.yaml").read_text())
+        profile.update(name=name, source=f"gs://weights-{name[-5:]}/llama")
+        (root / f"stacks/models/{name}.yaml").write_text(yaml.safe_dump(profile))
+    edit_yaml(
+        root / "stacks/Pulumi.dev.yaml",
+        lambda d: d["config"].update({"servestack:models": served}),
+    )
+    accounts = [
+        r.inputs["accountId"]
+        for r in record("dev", root)
+        if r.type == "gcp:serviceaccount/account:Account" and "weights-reader" in r.name
+    ]
+    assert len(accounts) == 2 and len(set(accounts)) == 2, accounts
+    assert all(GCP_ACCOUNT_ID.fullmatch(account) for account in accounts)
