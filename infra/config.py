@@ -20,7 +20,7 @@ from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from serving import catalog, names
 from serving.errors import FixableValueError, ServestackError
@@ -167,7 +167,8 @@ class StackConfig(BaseModel):
     )
     edge_source_ranges: list[Cidr] = Field(
         default_factory=list,
-        description="CIDR blocks allowed to reach the edge load balancer; empty, any.",
+        description="CIDR blocks allowed to reach the edge load balancer; required when the "
+        "edge is public (edge_internal: false).",
     )
     edge_replicas: int = Field(
         default=2, ge=2, le=20, description="HAProxy edge replicas (two or more, for upgrades)."
@@ -205,6 +206,18 @@ class StackConfig(BaseModel):
                     f"'{model}' is listed twice", "list each model once", field=str(index)
                 )
         return models
+
+    @model_validator(mode="after")
+    def _public_edge_has_source_ranges(self) -> StackConfig:
+        if not self.edge_internal and not self.edge_source_ranges:
+            raise FixableValueError(
+                "edge_internal: false puts the edge on the internet, and edge_source_ranges is "
+                "empty, so it would answer every address",
+                "list the client CIDR blocks in servestack:edge_source_ranges (e.g. "
+                "[203.0.113.0/24]), or keep edge_internal: true",
+                field="edge_source_ranges",
+            )
+        return self
 
     @field_validator("ray_image")
     @classmethod

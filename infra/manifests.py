@@ -1,7 +1,8 @@
-"""The Kubernetes objects one model needs, as plain manifests: its RayService and its route at the
-edge. Built only from serving's compiled outputs (serveConfigV2, cluster environment, worker
-shapes) and the platform's scheduling contract; the Pulumi components register them and
-`servestack render` writes them for review, so what is reviewed is what is deployed.
+"""The Kubernetes objects one model needs, as plain manifests: its RayService (its route at the
+edge is `infra/edge.py`'s). Built only from serving's compiled outputs (serveConfigV2, cluster
+environment, worker shapes) and the platform's scheduling contract; the Pulumi components
+register them and `servestack render` writes them for review, so what is reviewed is what is
+deployed.
 
 No secret value ever enters a manifest: the Hugging Face token is a `secretKeyRef` to a Secret
 the LlmService component makes from a Pulumi secret.
@@ -16,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from infra.edge import model_ingress
+from infra.namespaces import SERVING_NAMESPACE
 from serving import names
 from serving.catalog import GIB
 from serving.compiler import (
@@ -36,7 +39,6 @@ from serving.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_
 from serving.spec import ModelSpec
 
 RAY_API_VERSION = "ray.io/v1"
-SERVING_NAMESPACE = "llm"
 HF_TOKEN_KEY = "token"
 
 # Hugging Face downloads land on the node's local SSD (GKE puts emptyDir there when the pool
@@ -297,71 +299,6 @@ def rayservice(spec: ModelSpec, image: str, *, with_hf_token: bool = True) -> di
     }
 
 
-# --- the edge ---------------------------------------------------------------------------------
-
-EDGE_NAMESPACE = "edge"
-INGRESS_CLASS = "haproxy"
-EDGE_TLS_SECRET = "edge-tls"
-API_KEYS_CONFIGMAP = "edge-api-keys"
-API_KEYS_PATTERN = "api-keys"
-# Clients send `Authorization: Bearer <key>`; the edge compares the key's SHA-256 with the
-# hashes the ingress controller loads from its patterns ConfigMap, so no key is stored anywhere
-# in clear, not even in the cluster.
-API_KEY_CHECK = (
-    "http-request deny deny_status 401 unless "
-    "{ req.hdr(authorization),word(2,' '),digest(sha256),hex,lower "
-    f"-m str -f patterns/{API_KEYS_PATTERN} }}"
-)
-
-
-def model_path(spec: ModelSpec) -> str:
-    """Where the model answers at the edge: `https://<edge>/<model>/v1/chat/completions`."""
-    return f"/{spec.name}/"
-
-
-def model_ingress(
-    spec: ModelSpec, *, host: str | None, requests_per_second: int, stream_timeout_s: int
-) -> dict[str, Any]:
-    """The model's route through the edge: TLS, API key, a per-client rate limit, timeouts long
-    enough for a streamed answer, and the path prefix stripped before Ray Serve sees it."""
-    rule: dict[str, Any] = {
-        "http": {
-            "paths": [
-                {
-                    "path": model_path(spec),
-                    "pathType": "Prefix",
-                    "backend": {
-                        "service": {
-                            "name": serve_service_name(spec),
-                            "port": {"number": SERVE_PORT},
-                        }
-                    },
-                }
-            ]
-        }
-    }
-    if host:
-        rule["host"] = host
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "Ingress",
-        "metadata": {
-            "name": resource_name(spec),
-            "namespace": SERVING_NAMESPACE,
-            "annotations": {
-                "haproxy.org/ssl-redirect": "true",
-                "haproxy.org/path-rewrite": f"{model_path(spec)}(.*) /\\1",
-                "haproxy.org/rate-limit-requests": str(requests_per_second),
-                "haproxy.org/rate-limit-period": "1s",
-                "haproxy.org/rate-limit-status-code": "429",
-                "haproxy.org/timeout-server": f"{stream_timeout_s}s",
-                "haproxy.org/backend-config-snippet": API_KEY_CHECK,
-            },
-        },
-        "spec": {"ingressClassName": INGRESS_CLASS, "rules": [rule]},
-    }
-
-
 def model_objects(
     spec: ModelSpec,
     *,
@@ -398,50 +335,6 @@ def check_sizes(objects: list[dict[str, Any]], source: str) -> None:
                 "the profile's env, engine_args or inline architecture are far too large: "
                 "shorten them (the RayService carries the whole profile)",
             )  # fmt: skip
-
-
-def edge_values(
-    *, replicas: int, internal: bool, source_ranges: list[str], stream_timeout_s: int
-) -> dict[str, Any]:
-    """Values for the haproxytech `kubernetes-ingress` chart."""
-    service: dict[str, Any] = {"type": "LoadBalancer", "loadBalancerSourceRanges": source_ranges}
-    if internal:
-        service["annotations"] = {"networking.gke.io/load-balancer-type": "Internal"}
-    return {
-        "controller": {
-            "kind": "Deployment",
-            "replicaCount": replicas,
-            "nodeSelector": {POOL_LABEL: SYSTEM_POOL},
-            "PodDisruptionBudget": {"enable": True, "minAvailable": 1},
-            # One replica per node, so a node upgrade never takes the whole edge down.
-            "topologySpreadConstraints": [
-                {
-                    "maxSkew": 1,
-                    "topologyKey": "kubernetes.io/hostname",
-                    "whenUnsatisfiable": "ScheduleAnyway",
-                    "labelSelector": {
-                        "matchLabels": {"app.kubernetes.io/name": "kubernetes-ingress"}
-                    },
-                }
-            ],
-            "ingressClass": INGRESS_CLASS,
-            "ingressClassResource": {"name": INGRESS_CLASS},
-            "defaultTLSSecret": {
-                "enabled": True,
-                "secretNamespace": EDGE_NAMESPACE,
-                "secret": EDGE_TLS_SECRET,
-            },
-            "extraArgs": [f"--configmap-patterns={EDGE_NAMESPACE}/{API_KEYS_CONFIGMAP}"],
-            "config": {
-                "ssl-redirect": "true",
-                # A streamed answer can run for minutes between the first and last token.
-                "timeout-client": f"{stream_timeout_s}s",
-                "timeout-server": f"{stream_timeout_s}s",
-                "timeout-http-request": "30s",
-            },
-            "service": service,
-        }
-    }
 
 
 def kuberay_values() -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
+from policies.edge import EDGE_POLICIES
 from policies.objects import OBJECT_POLICIES
 from policies.platform import PLATFORM_POLICIES
 from policies.serve import SERVING_POLICIES
@@ -16,4 +17,5 @@ POLICIES: list[Policy] = [
     *SERVING_POLICIES,
     *PLATFORM_POLICIES,
     *OBJECT_POLICIES,
+    *EDGE_POLICIES,
 ]

@@ -11,6 +11,7 @@ from typing import Any
 from pulumi_policy import Severity
 
 from policies.common import resource_policy, stack_policy
+from policies.edge import SNIPPET, snippet_gate_faults
 from policies.resources import CLUSTER, INGRESS, NODE_POOL, RAYSERVICE, RayServiceView
 from policies.resources import node_pool_machine as pool_machine
 from serving.exposure import (
@@ -132,9 +133,8 @@ def _edge_tls_and_auth(
     annotations = (props.get("metadata") or {}).get("annotations") or {}
     if annotations.get("haproxy.org/ssl-redirect") != "true":
         yield f"{name}: plain HTTP is served (haproxy.org/ssl-redirect is not 'true')"
-    snippet = str(annotations.get("haproxy.org/backend-config-snippet", ""))
-    if "deny_status 401" not in snippet and "haproxy.org/auth-type" not in annotations:
-        yield f"{name}: the route asks for no API key"
+    faults, _ = snippet_gate_faults(str(annotations.get(SNIPPET, "")))
+    yield from (f"{name}: {fault}" for fault in faults)
 
 
 def _pool_for_every_group(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
@@ -220,7 +220,7 @@ PLATFORM_POLICIES = [
     ),
     resource_policy(
         "platform-ingress-tls-and-auth",
-        "Every edge route redirects to TLS and checks an API key.",
+        "Every edge route redirects to TLS and denies a request without a valid Bearer key.",
         "Create routes with servestack's LlmService (ssl-redirect and the API-key check).",
         _edge_tls_and_auth,
         severity=Severity.CRITICAL,

@@ -7,7 +7,6 @@ components only register them, with secrets from Pulumi secrets turned into Kube
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import pulumi
@@ -16,17 +15,22 @@ import pulumi_kubernetes as k8s
 from pydantic import BaseModel, ConfigDict, Field
 
 from infra.config import ServingSecrets, StackConfig
-from infra.manifests import (
+from infra.edge import (
     API_KEYS_CONFIGMAP,
     API_KEYS_PATTERN,
-    EDGE_NAMESPACE,
+    EDGE_CHART,
+    EDGE_CHART_VERSION,
+    EDGE_REPO,
     EDGE_TLS_SECRET,
-    HF_TOKEN_KEY,
-    SERVING_NAMESPACE,
+    api_key_hashes,
+    edge_pod_monitoring,
     edge_values,
+    model_ingress,
+)
+from infra.manifests import (
+    HF_TOKEN_KEY,
     hf_secret_name,
     kuberay_values,
-    model_ingress,
     rayservice,
     resource_name,
     router_configmap,
@@ -34,6 +38,7 @@ from infra.manifests import (
     service_account_name,
     ships_router,
 )
+from infra.namespaces import EDGE_NAMESPACE, KUBERAY_NAMESPACE, SERVING_NAMESPACE
 from serving.compiler import gcs_weights
 from serving.names import gcp_account_id
 from serving.spec import ModelSpec
@@ -41,19 +46,10 @@ from serving.spec import ModelSpec
 KUBERAY_CHART = "kuberay-operator"
 KUBERAY_CHART_VERSION = "1.7.0"
 KUBERAY_REPO = "https://ray-project.github.io/kuberay-helm/"
-KUBERAY_NAMESPACE = "kuberay-system"
-EDGE_CHART = "kubernetes-ingress"
-EDGE_CHART_VERSION = "1.39.3"
-EDGE_REPO = "https://haproxytech.github.io/helm-charts"
 
 
 class _Args(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
-
-def api_key_hashes(keys: list[str]) -> str:
-    """The pattern file the edge matches bearer keys against: one lower-case SHA-256 per line."""
-    return "".join(f"{hashlib.sha256(key.encode()).hexdigest()}\n" for key in keys)
 
 
 class KubeRayOperator(pulumi.ComponentResource):
@@ -95,7 +91,8 @@ class EdgeIngressArgs(_Args):
 
 class EdgeIngress(pulumi.ComponentResource):
     """HAProxy at the cluster edge: TLS from a Pulumi secret, API keys checked by hash, a
-    LoadBalancer Service, two or more replicas with a PodDisruptionBudget."""
+    LoadBalancer Service carrying only traffic ports, HAProxy's metrics scraped inside the
+    cluster, two or more replicas with a PodDisruptionBudget."""
 
     namespace: pulumi.Output[str | None]
 
@@ -135,6 +132,15 @@ class EdgeIngress(pulumi.ComponentResource):
             ),
             atomic=True,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[tls, keys]),
+        )
+        monitoring = edge_pod_monitoring()
+        k8s.apiextensions.CustomResource(
+            f"{name}-metrics",
+            api_version=monitoring["apiVersion"],
+            kind=monitoring["kind"],
+            metadata=monitoring["metadata"],
+            spec=monitoring["spec"],
+            opts=in_namespace,
         )
         self.namespace = release.namespace
         self.register_outputs({"namespace": self.namespace})

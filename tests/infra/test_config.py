@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from cli_support import copy_repo
 from infra_support import REPO, RecordingMocks, pulumi_config, run, use_stack
 
 from infra.config import StackConfig, load_pulumi_stack, load_stack
@@ -81,3 +82,13 @@ def test_a_cidr_that_is_not_one_is_refused_at_load(tmp_path: Path) -> None:
     with pytest.raises(ServestackError) as caught:
         load_stack("odd", tmp_path)
     assert caught.value.field == "servestack:subnet_cidr"
+
+
+def test_a_public_edge_without_source_ranges_is_refused(tmp_path: Path) -> None:
+    repo = copy_repo(tmp_path / "repo")
+    stack = repo / "stacks/Pulumi.dev.yaml"
+    stack.write_text(stack.read_text() + "  servestack:edge_internal: false\n")
+    with pytest.raises(ServestackError) as refused:
+        load_stack("dev", repo)
+    assert "servestack:edge_source_ranges" in str(refused.value)
+    assert "edge_internal: true" in refused.value.fix

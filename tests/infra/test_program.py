@@ -76,6 +76,8 @@ class TestShippedStacks:
             "pulumi:providers:kubernetes": 1,
             "kubernetes:core/v1:Namespace": 3,
             "kubernetes:helm.sh/v3:Release": 2,
+            # HAProxy's metrics, scraped inside the cluster (off the edge's load balancer).
+            "kubernetes:monitoring.googleapis.com/v1:PodMonitoring": 1,
             # The edge's API-key hashes, and servestack's router module where a model uses it.
             "kubernetes:core/v1:ConfigMap": 1 + sum(1 for spec in models if ships_router(spec)),
             "kubernetes:core/v1:Secret": 1 + from_huggingface,

@@ -33,7 +33,8 @@ from infra_support import (
 
 from infra.components.serving import LlmService, LlmServiceArgs
 from infra.config import load_stack
-from infra.manifests import model_ingress, rayservice, router_configmap
+from infra.edge import model_ingress
+from infra.manifests import rayservice, router_configmap
 from serving.compiler import cluster_env, serve_config, worker_shapes
 from serving.loading import load_profile
 from serving.scheduling import MACHINE_TYPE_LABEL

@@ -23,6 +23,8 @@ RAYSERVICE = "kubernetes:ray.io/v1:RayService"
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+EDGE_RELEASE = "edge-release"
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -52,6 +54,8 @@ def _matches(resource: Registered, target: str | None) -> bool:
         # The dense FP8 70B in prod, the 8B in dev: one RayService, chosen by name, since the
         # engine registers resources in no fixed order.
         return resource.type == RAYSERVICE and ("llama" in resource.name)
+    if target == EDGE_RELEASE:
+        return resource.type == RELEASE and resource.inputs.get("chart") == "kubernetes-ingress"
     if target == "gpu-pool":
         return resource.type == NODE_POOL and "guestAccelerators" in resource.inputs["nodeConfig"]
     return resource.type == target
@@ -296,6 +300,19 @@ CASES: dict[str, Case] = {
     ),
     "serving-rayservice-no-credential-value": Case(
         "prod", RAYSERVICE, _env_var_in_serve_config, _pop("spec", "serveConfigV2"), "advisory",
+    ),
+    "platform-edge-api-key-gate": Case(
+        "dev", EDGE_RELEASE,
+        _set(["--configmap-patterns=edge/edge-api-keys"], "values", "controller", "extraArgs"),
+        _pop("values", "controller", "extraArgs"), "advisory",
+    ),
+    "platform-edge-stats-private": Case(
+        "dev", EDGE_RELEASE, _set(True, "values", "controller", "service", "enablePorts", "stat"),
+        _pop("values", "controller", "service", "enablePorts"), "disabled",
+    ),
+    "platform-edge-source-ranges": Case(
+        "dev", EDGE_RELEASE, _pop("values", "controller", "service", "annotations"),
+        _pop("values", "controller", "service"), "advisory",
     ),
     "stack-rayservice-pool-exists": Case(
         "prod", "gpu-pool", _set(1, "autoscaling", "totalMaxNodeCount"),

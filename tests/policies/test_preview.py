@@ -5,9 +5,11 @@ refused by the policy it is named for. And the pack Pulumi would load is well-fo
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +19,16 @@ from cli_support import copy_repo, edit_yaml, run
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 
 from infra.preview import judge, record
+from policies.edge import EDGE_POLICIES
 from policies.pack import PACK_NAME, POLICIES
 
 REPO = Path(__file__).resolve().parents[2]
 NEGATIVE = Path(__file__).parent / "negative" / "stacks"
+# Resources the real program registers, edited where no stack can reach (a misspelt controller
+# flag, a commented-out gate): each file names the policy that must refuse the result.
+NEGATIVE_EDITS = Path(__file__).parent / "negative" / "edits"
+# The security policies: each one refuses at least one negative fixture.
+SECURITY_POLICIES = {p.name for p in EDGE_POLICIES} | {"platform-ingress-tls-and-auth"}
 
 # <area>-<resource>-<rule>
 NAME = r"(topology|serving|platform|stack)-[a-z0-9]+-[a-z0-9-]+"
@@ -81,6 +89,38 @@ def test_a_negative_profile_is_refused_by_its_policy(
     assert code == 1
     refused = {v["policy"] for v in document["violations"] if v["enforcement"] == "mandatory"}
     assert policy in refused, document["violations"]
+
+
+def _edited(fixture: Path) -> tuple[str, list[Any]]:
+    document = yaml.safe_load(fixture.read_text())
+    resources = []
+    for resource in record(document["stack"]):
+        if resource.name == document["resource"]:
+            inputs = copy.deepcopy(resource.inputs)
+            for change in document["set"]:
+                *parents, last = change["path"]
+                node = inputs
+                for key in parents:
+                    node = node[key]
+                node[last] = change["value"]
+            resource = replace(resource, inputs=inputs)
+        resources.append(resource)
+    assert any(r.name == document["resource"] for r in resources), fixture.name
+    return document["refused_by"], resources
+
+
+@pytest.mark.parametrize("fixture", sorted(NEGATIVE_EDITS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_a_negative_edit_is_refused_by_its_policy(fixture: Path) -> None:
+    policy, resources = _edited(fixture)
+    refused = {v.policy for v in judge(resources) if v.enforcement == MANDATORY.value}
+    assert policy in refused
+
+
+def test_every_security_policy_refuses_a_negative_fixture() -> None:
+    covered = {yaml.safe_load(f.read_text())["refused_by"] for f in NEGATIVE_EDITS.glob("*.yaml")}
+    assert covered | set(REFUSED_BY.values()) >= SECURITY_POLICIES
+    assert {p.name for p in POLICIES if p.name in SECURITY_POLICIES} == SECURITY_POLICIES
+    assert all(p.enforcement_level == MANDATORY for p in POLICIES if p.name in SECURITY_POLICIES)
 
 
 def test_preview_prints_components_violations_and_their_fixes(negative_repo: Path) -> None:
