@@ -159,6 +159,12 @@ class StackConfig(BaseModel):
         default="helm",
         description="helm: the kuberay-operator chart, pinned; gke_addon: GKE's Ray Operator.",
     )
+    ray_token_generation: int = Field(
+        default=0,
+        ge=0,
+        description="Raise it to rotate every model's Ray auth token: each RayService brings "
+        "up a new cluster, whose token KubeRay generates, and retires the old one.",
+    )
     edge_host: str | None = Field(
         default=None, description="Host name the edge answers for; unset, any host."
     )

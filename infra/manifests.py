@@ -19,6 +19,7 @@ import yaml
 
 from infra.edge import model_ingress
 from infra.namespaces import SERVING_NAMESPACE
+from infra.ray_security import harden
 from serving import names
 from serving.catalog import GIB
 from serving.compiler import (
@@ -73,9 +74,15 @@ def hf_secret_name(spec: ModelSpec) -> str:
 
 
 def service_account_name(spec: ModelSpec) -> str:
-    """The Kubernetes service account the model's pods run as; Workload Identity lets it read
-    the weights bucket."""
+    """The Kubernetes service account the model's Ray head runs as: KubeRay binds its
+    autoscaler's Role (patch pods and RayClusters) to it."""
     return names.service_account_name(spec.name)
+
+
+def worker_service_account_name(spec: ModelSpec) -> str:
+    """The account the model's workers run as: no Kubernetes API token, no autoscaler Role;
+    Workload Identity lets it read the weights bucket."""
+    return names.worker_service_account_name(spec.name)
 
 
 def ray_version(image: str) -> str:
@@ -261,10 +268,13 @@ def _worker_group(
     }
 
 
-def rayservice(spec: ModelSpec, image: str, *, with_hf_token: bool = True) -> dict[str, Any]:
-    """The model's RayService: its compiled Serve application on its own Ray cluster."""
+def rayservice(
+    spec: ModelSpec, image: str, *, with_hf_token: bool = True, token_generation: int = 0
+) -> dict[str, Any]:
+    """The model's RayService: its compiled Serve application on its own Ray cluster, locked
+    down by `harden` (token auth, securityContexts, the workers' own identity)."""
     name = resource_name(spec)
-    return {
+    manifest = {
         "apiVersion": RAY_API_VERSION,
         "kind": "RayService",
         "metadata": {
@@ -297,6 +307,12 @@ def rayservice(spec: ModelSpec, image: str, *, with_hf_token: bool = True) -> di
             },
         },
     }
+    return harden(
+        manifest,
+        model=name,
+        worker_account=worker_service_account_name(spec),
+        token_generation=token_generation,
+    )
 
 
 def model_objects(
@@ -307,10 +323,11 @@ def model_objects(
     requests_per_second: int,
     stream_timeout_s: int,
     with_hf_token: bool,
+    token_generation: int = 0,
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object of one model that carries what its profile says."""
     objects = [
-        rayservice(spec, image, with_hf_token=with_hf_token),
+        rayservice(spec, image, with_hf_token=with_hf_token, token_generation=token_generation),
         model_ingress(
             spec,
             host=host,

@@ -442,6 +442,7 @@ def stack_objects(stack: Stack, spec: ModelSpec) -> list[dict[str, Any]]:
         requests_per_second=config.edge_rate_limit_rps,
         stream_timeout_s=config.stream_timeout_s,
         with_hf_token="hf_token" in stack.secrets and not spec.source.startswith("gs://"),
+        token_generation=config.ray_token_generation,
     )
 
 

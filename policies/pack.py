@@ -8,6 +8,7 @@ from pulumi_policy import Policy
 from policies.edge import EDGE_POLICIES
 from policies.objects import OBJECT_POLICIES
 from policies.platform import PLATFORM_POLICIES
+from policies.ray_security import RAY_SECURITY_POLICIES
 from policies.serve import SERVING_POLICIES
 from policies.topology import TOPOLOGY_POLICIES
 
@@ -18,4 +19,5 @@ POLICIES: list[Policy] = [
     *PLATFORM_POLICIES,
     *OBJECT_POLICIES,
     *EDGE_POLICIES,
+    *RAY_SECURITY_POLICIES,
 ]

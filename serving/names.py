@@ -77,8 +77,13 @@ def hf_secret_name(served_name: str) -> str:
 
 
 def service_account_name(served_name: str) -> str:
-    """The Kubernetes service account the model's pods run as."""
+    """The Kubernetes service account the model's Ray head runs as."""
     return f"{kubernetes_name(served_name)}-ray"
+
+
+def worker_service_account_name(served_name: str) -> str:
+    """The Kubernetes service account the model's Ray workers run as."""
+    return f"{kubernetes_name(served_name)}-ray-worker"
 
 
 def router_configmap_name(served_name: str) -> str:
@@ -107,6 +112,7 @@ def derived_names(served_name: str) -> dict[str, str]:
         "Service": serve_service_name(served_name),
         "Secret": hf_secret_name(served_name),
         "ServiceAccount": service_account_name(served_name),
+        "workers' ServiceAccount": worker_service_account_name(served_name),
         "ConfigMap": router_configmap_name(served_name),
         "GCP service account": gcp_account_id(served_name),
     }

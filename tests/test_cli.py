@@ -656,6 +656,8 @@ def test_an_encrypted_token_makes_the_rendered_pods_read_it_from_a_secret(repo: 
     edit_yaml(repo / DEV_STACK, lambda d: d["config"].update({"servestack:hf_token": encrypted}))
     assert run(repo, "render", "--out", "out").returncode == 0
     manifest = yaml.safe_load((repo / "out/llama-3.1-8b/rayservice.yaml").read_text())
-    head = manifest["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
-    (token,) = [e for e in head["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
+    # The workers load the weights; the head runs no replica and gets no token.
+    (worker,) = manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    env = worker["template"]["spec"]["containers"][0]["env"]
+    (token,) = [e for e in env if e["name"] == "HF_TOKEN"]
     assert token["valueFrom"]["secretKeyRef"]["name"] == "llama-3-1-8b-hf-token"

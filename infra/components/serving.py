@@ -7,6 +7,7 @@ components only register them, with secrets from Pulumi secrets turned into Kube
 
 from __future__ import annotations
 
+from ipaddress import IPv4Network
 from typing import Any
 
 import pulumi
@@ -37,8 +38,10 @@ from infra.manifests import (
     serve_service_name,
     service_account_name,
     ships_router,
+    worker_service_account_name,
 )
 from infra.namespaces import EDGE_NAMESPACE, KUBERAY_NAMESPACE, SERVING_NAMESPACE
+from infra.ray_security import default_deny, model_network_policy
 from serving.compiler import gcs_weights
 from serving.names import gcp_account_id
 from serving.spec import ModelSpec
@@ -154,11 +157,20 @@ class LlmServiceArgs(_Args):
     requests_per_second: int
     stream_timeout_s: int
     hf_token: Any = Field(default=None, description="pulumi.Output[str], secret, or None.")
+    operator_namespace: str | None = Field(
+        description="Where the KubeRay operator runs (None: GKE's add-on, namespace unknown)."
+    )
+    cluster_ranges: list[IPv4Network] = Field(
+        description="The cluster's own address ranges, which the pods' HTTPS egress excludes."
+    )
+    token_generation: int = 0
 
 
 class LlmService(pulumi.ComponentResource):
-    """One model: its RayService, the identity its pods run as (reading a gs:// bucket through
-    Workload Identity), its Hugging Face token as a Secret, and its route at the edge."""
+    """One model: its RayService, the identities its pods run as (the head's for KubeRay's
+    autoscaler; the workers' without an API token, reading a gs:// bucket through Workload
+    Identity), its Hugging Face token as a Secret, its NetworkPolicy and its route at the
+    edge."""
 
     rayservice_name: pulumi.Output[str]
     serve_service: pulumi.Output[str]
@@ -193,21 +205,37 @@ class LlmService(pulumi.ComponentResource):
                 role="roles/iam.workloadIdentityUser",
                 member=(
                     f"serviceAccount:{args.project}.svc.id.goog"
-                    f"[{SERVING_NAMESPACE}/{service_account_name(spec)}]"
+                    f"[{SERVING_NAMESPACE}/{worker_service_account_name(spec)}]"
                 ),
                 opts=child,
             )
             ksa_annotations["iam.gke.io/gcp-service-account"] = reader.email
         account = k8s.core.v1.ServiceAccount(
             f"{name}-service-account",
+            metadata={"name": service_account_name(spec), "namespace": SERVING_NAMESPACE},
+            opts=child,
+        )
+        workers = k8s.core.v1.ServiceAccount(
+            f"{name}-worker-account",
             metadata={
-                "name": service_account_name(spec),
+                "name": worker_service_account_name(spec),
                 "namespace": SERVING_NAMESPACE,
                 "annotations": ksa_annotations,
             },
+            automount_service_account_token=False,
             opts=child,
         )
-        depends: list[pulumi.Resource] = [account]
+        policy = model_network_policy(
+            resource_name(spec),
+            SERVING_NAMESPACE,
+            edge_namespace=EDGE_NAMESPACE,
+            operator_namespace=args.operator_namespace,
+            cluster_ranges=args.cluster_ranges,
+        )
+        network = k8s.networking.v1.NetworkPolicy(
+            f"{name}-network-policy", metadata=policy["metadata"], spec=policy["spec"], opts=child
+        )
+        depends: list[pulumi.Resource] = [account, workers, network]
         with_token = args.hf_token is not None and weights is None
         if with_token:
             depends.append(
@@ -225,7 +253,9 @@ class LlmService(pulumi.ComponentResource):
                     f"{name}-router", metadata=code["metadata"], data=code["data"], opts=child
                 )
             )
-        manifest = rayservice(spec, args.image, with_hf_token=with_token)
+        manifest = rayservice(
+            spec, args.image, with_hf_token=with_token, token_generation=args.token_generation
+        )
         service = k8s.apiextensions.CustomResource(
             f"{name}-rayservice",
             api_version=manifest["apiVersion"],
@@ -282,7 +312,18 @@ class ServingPlane(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata={"name": SERVING_NAMESPACE}, opts=on_cluster
         )
-        ready: list[pulumi.Resource] = [namespace]
+        deny = default_deny(SERVING_NAMESPACE)
+        ready: list[pulumi.Resource] = [
+            namespace,
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-default-deny",
+                metadata=deny["metadata"],
+                spec=deny["spec"],
+                opts=pulumi.ResourceOptions(
+                    parent=self, providers=[provider], depends_on=[namespace]
+                ),
+            ),
+        ]
         if config.kuberay_install == "helm":
             ready.append(KubeRayOperator(f"{name}-kuberay", on_cluster))
         ready.append(
@@ -312,6 +353,11 @@ class ServingPlane(pulumi.ComponentResource):
                     requests_per_second=config.edge_rate_limit_rps,
                     stream_timeout_s=config.stream_timeout_s,
                     hf_token=secrets.hf_token,
+                    operator_namespace=(
+                        KUBERAY_NAMESPACE if config.kuberay_install == "helm" else None
+                    ),
+                    cluster_ranges=[config.subnet_cidr, config.pods_cidr, config.services_cidr],
+                    token_generation=config.ray_token_generation,
                 ),
                 after,
             )

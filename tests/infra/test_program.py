@@ -81,7 +81,10 @@ class TestShippedStacks:
             # The edge's API-key hashes, and servestack's router module where a model uses it.
             "kubernetes:core/v1:ConfigMap": 1 + sum(1 for spec in models if ships_router(spec)),
             "kubernetes:core/v1:Secret": 1 + from_huggingface,
-            "kubernetes:core/v1:ServiceAccount": len(models),
+            # Per model the head's account (KubeRay's autoscaler) and the workers' own.
+            "kubernetes:core/v1:ServiceAccount": 2 * len(models),
+            # The serving namespace's default deny, and one policy per model.
+            "kubernetes:networking.k8s.io/v1:NetworkPolicy": 1 + len(models),
             "kubernetes:ray.io/v1:RayService": len(models),
             "kubernetes:networking.k8s.io/v1:Ingress": len(models),
             "gcp:compute/network:Network": 1,

@@ -174,15 +174,19 @@ class TestRayServiceDerivedValues:
             shm = next(v for v in pod["volumes"] if v["name"] == "dshm")
             assert shm["emptyDir"]["medium"] == "Memory"
 
-    def test_the_hugging_face_token_is_a_secret_reference(self) -> None:
+    def test_the_hugging_face_token_is_a_secret_reference_on_the_workers_only(self) -> None:
         spec = load_profile(REPO / "stacks/models/llama-3.1-8b.yaml")
-        head = rayservice(spec, IMAGE)["spec"]["rayClusterConfig"]["headGroupSpec"]
-        (container,) = head["template"]["spec"]["containers"]
-        (token,) = [e for e in container["env"] if e["name"] == "HF_TOKEN"]
-        assert token == {
-            "name": "HF_TOKEN",
-            "valueFrom": {"secretKeyRef": {"name": "llama-3-1-8b-hf-token", "key": "token"}},
-        }
+        cluster = rayservice(spec, IMAGE)["spec"]["rayClusterConfig"]
+        for group in cluster["workerGroupSpecs"]:
+            (container,) = group["template"]["spec"]["containers"]
+            (token,) = [e for e in container["env"] if e["name"] == "HF_TOKEN"]
+            assert token == {
+                "name": "HF_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": "llama-3-1-8b-hf-token", "key": "token"}},
+            }
+        # The head loads no weights: it runs no replica.
+        (head,) = cluster["headGroupSpec"]["template"]["spec"]["containers"]
+        assert "HF_TOKEN" not in {e["name"] for e in head["env"]}
 
     def test_gcs_weights_mount_through_gcs_fuse(self) -> None:
         spec = load_profile(REPO / "stacks/models/llama-3.1-8b.yaml").model_copy(
@@ -355,6 +359,7 @@ class TestServestacksRouter:
                 LlmServiceArgs(
                     spec=self.spec(), project="p", image=IMAGE, host=None,
                     requests_per_second=20, stream_timeout_s=600,
+                    operator_namespace="kuberay-system", cluster_ranges=[],
                 ),
             )
         )  # fmt: skip

@@ -24,6 +24,8 @@ CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+MODEL_NETWORK_POLICY = "model-network-policy"
 EDGE_RELEASE = "edge-release"
 
 Edit = Callable[[dict[str, Any]], None]
@@ -56,6 +58,8 @@ def _matches(resource: Registered, target: str | None) -> bool:
         return resource.type == RAYSERVICE and ("llama" in resource.name)
     if target == EDGE_RELEASE:
         return resource.type == RELEASE and resource.inputs.get("chart") == "kubernetes-ingress"
+    if target == MODEL_NETWORK_POLICY:
+        return resource.type == NETWORK_POLICY and resource.name.endswith("-network-policy")
     if target == "gpu-pool":
         return resource.type == NODE_POOL and "guestAccelerators" in resource.inputs["nodeConfig"]
     return resource.type == target
@@ -188,6 +192,17 @@ def _env_var_in_serve_config(inputs: dict[str, Any]) -> None:
     )(inputs)
 
 
+def _container_context(**changes: Any) -> Edit:
+    def apply(inputs: dict[str, Any]) -> None:
+        _container(_workers(inputs)[0])["securityContext"].update(changes)
+
+    return apply
+
+
+def _worker_pod(**changes: Any) -> Edit:
+    return lambda inputs: _workers(inputs)[0]["template"]["spec"].update(changes)
+
+
 def _strategy(strategy: str) -> Edit:
     return _serve(lambda config: config["placement_group_config"].update(strategy=strategy))
 
@@ -313,6 +328,23 @@ CASES: dict[str, Case] = {
     "platform-edge-source-ranges": Case(
         "dev", EDGE_RELEASE, _pop("values", "controller", "service", "annotations"),
         _pop("values", "controller", "service"), "advisory",
+    ),
+    "platform-rayservice-token-auth": Case(
+        "prod", RAYSERVICE, _set({"mode": "disabled"}, "spec", "rayClusterConfig", "authOptions"),
+        _pop("spec", "rayClusterConfig"), "advisory",
+    ),
+    "platform-rayservice-pod-security": Case(
+        "prod", RAYSERVICE, _container_context(allowPrivilegeEscalation=True),
+        _pop("spec", "rayClusterConfig"), "disabled",
+    ),
+    "platform-rayservice-worker-identity": Case(
+        "prod", RAYSERVICE, _worker_pod(automountServiceAccountToken=True),
+        _pop("spec", "rayClusterConfig"), "advisory",
+    ),
+    "stack-rayservice-network-policies": Case(
+        "dev", MODEL_NETWORK_POLICY,
+        _set({"matchLabels": {"nothing": "selected"}}, "spec", "podSelector"),
+        _pop("spec", "podSelector"), "advisory",
     ),
     "stack-rayservice-pool-exists": Case(
         "prod", "gpu-pool", _set(1, "autoscaling", "totalMaxNodeCount"),

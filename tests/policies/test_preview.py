@@ -21,6 +21,7 @@ from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValid
 from infra.preview import judge, record
 from policies.edge import EDGE_POLICIES
 from policies.pack import PACK_NAME, POLICIES
+from policies.ray_security import RAY_SECURITY_POLICIES
 
 REPO = Path(__file__).resolve().parents[2]
 NEGATIVE = Path(__file__).parent / "negative" / "stacks"
@@ -28,7 +29,9 @@ NEGATIVE = Path(__file__).parent / "negative" / "stacks"
 # flag, a commented-out gate): each file names the policy that must refuse the result.
 NEGATIVE_EDITS = Path(__file__).parent / "negative" / "edits"
 # The security policies: each one refuses at least one negative fixture.
-SECURITY_POLICIES = {p.name for p in EDGE_POLICIES} | {"platform-ingress-tls-and-auth"}
+SECURITY_POLICIES = {p.name for p in EDGE_POLICIES + RAY_SECURITY_POLICIES} | {
+    "platform-ingress-tls-and-auth"
+}
 
 # <area>-<resource>-<rule>
 NAME = r"(topology|serving|platform|stack)-[a-z0-9]+-[a-z0-9-]+"
