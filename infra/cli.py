@@ -24,6 +24,7 @@ from infra.render import check_out_dir, model_objects, render_model
 from serving.catalog import ARCHITECTURES
 from serving.errors import ServestackError, unknown_key_fix
 from serving.loading import display_path
+from serving.local.app import ENGINES, Engine
 from serving.planner import plan
 from serving.recommend import catalog_spec, recommend
 from serving.spec import ModelSpec
@@ -205,6 +206,13 @@ LocalFlag = Annotated[
         "--local", help="Run on this machine's CPU: real Ray Serve and HAProxy, simulated engine."
     ),
 ]
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        help="simulated: the simulation timed from the model's plan; vllm: vLLM 0.22's CPU build "
+        "serving a tiny model of the profile's family."
+    ),
+]
 TimeScaleOption = Annotated[
     float,
     typer.Option(help="Multiplies the simulated engine's plan-derived prefill and decode times."),
@@ -217,6 +225,7 @@ def serve_command(
     model: Annotated[str | None, typer.Option(help="The stack model to serve.")] = None,
     local: LocalFlag = False,
     port: Annotated[int, typer.Option(help="HTTP port of the OpenAI endpoint.")] = 8000,
+    engine: EngineOption = "simulated",
     time_scale: TimeScaleOption = 1.0,
     cache_tokens: Annotated[
         int | None,
@@ -235,9 +244,15 @@ def serve_command(
     if cache_tokens is not None:
         _positive(cache_tokens, "--cache-tokens", allow_zero=True)
     _free_port(port)
+    chosen = _engine(engine)
     runtime, simulation = _local_modules()
-    settings = simulation.settings_from_plan(spec, time_scale=time_scale, cache_tokens=cache_tokens)
-    console.print(f"starting a local Ray and {spec.name} (simulated engine) ...", highlight=False)
+    settings = None
+    if chosen == "simulated":
+        settings = simulation.settings_from_plan(
+            spec, time_scale=time_scale, cache_tokens=cache_tokens
+        )
+    label = "simulated engine" if chosen == "simulated" else "vLLM CPU build, tiny model"
+    console.print(f"starting a local Ray and {spec.name} ({label}) ...", highlight=False)
 
     def ready(running: Any) -> None:
         console.print(
@@ -246,7 +261,7 @@ def serve_command(
         )
 
     try:
-        runtime.serve_until_stopped(spec, settings, port=port, on_ready=ready)
+        runtime.serve_until_stopped(spec, settings, engine=chosen, port=port, on_ready=ready)
     except runtime.LocalServeError as exc:
         errors.print(f"error: {exc}", highlight=False)
         raise typer.Exit(1) from None
@@ -282,6 +297,7 @@ def bench_command(
         typer.Option(help="Share of the hot-prompt workload's requests on its one hot prompt."),
     ] = 0.5,
     time_scale: TimeScaleOption = 1.0,
+    engine: EngineOption = "simulated",
     workload: Annotated[
         list[str] | None,
         typer.Option(
@@ -295,7 +311,8 @@ def bench_command(
     """Benchmark the fast paths and the router side by side on the local application.
 
     Configurations: fast paths on and off (power of two on both), prefix affinity against
-    power of two (fast paths on). Writes bench.json and bench.png.
+    power of two (fast paths on); with --engine vllm, also a bare vLLM server on the same
+    requests. Writes bench.json and bench.png.
     """
     _require_local(local, "bench")
     loaded = load_stack(stack)
@@ -312,9 +329,10 @@ def bench_command(
             "command line", "--hot-share", f"{hot_share:g} is not a share of the requests",
             "use a number from 0 up to (not including) 1, e.g. --hot-share 0.5",
         )  # fmt: skip
+    chosen = _engine(engine)
     _, simulation = _local_modules()
     from infra import bench_report
-    from serving.local import bench
+    from serving.local import bench, vllm_bench
 
     wanted = workload or list(bench.WORKLOADS)
     for name in wanted:
@@ -330,12 +348,17 @@ def bench_command(
         ).items()
         if name in wanted
     }
-    settings = simulation.settings_from_plan(
-        spec, time_scale=time_scale, cache_tokens=int(cache_prompts * (prefix_tokens + 50))
+    settings = None
+    if chosen == "simulated":
+        settings = simulation.settings_from_plan(
+            spec, time_scale=time_scale, cache_tokens=int(cache_prompts * (prefix_tokens + 50))
+        )
+    candidates = (
+        bench.default_variants(spec) if chosen == "simulated" else vllm_bench.vllm_variants()
     )
     variants = [
         v.model_copy(update={"workloads": tuple(w for w in v.workloads if w in workloads)})
-        for v in bench.default_variants(spec)
+        for v in candidates
     ]
     variants = [v for v in variants if v.workloads]
     total = sum(workloads[w].requests for v in variants for w in v.workloads)
@@ -352,24 +375,25 @@ def bench_command(
             try:
                 reports += bench.run_variant(
                     spec, variant, workloads, settings, replicas, out_dir / "logs",
-                    on_done=lambda: progress.advance(task),
+                    on_done=lambda: progress.advance(task), engine=chosen,
                 )  # fmt: skip
             except bench.VariantStartError as exc:
                 errors.print(f"error: {variant.name}: {exc}", highlight=False)
                 raise typer.Exit(1) from None
-    ratios = bench.ratios(reports)
+    ratios = bench.ratios(reports) if chosen == "simulated" else vllm_bench.vllm_ratios(reports)
     document = {
         "command": " ".join(["servestack", *sys.argv[1:]]),
         "model": spec.name,
+        "engine": chosen,
         "replicas": replicas,
-        "simulation": settings.model_dump(),
+        "simulation": settings.model_dump() if settings is not None else None,
         "workloads": {name: w.model_dump() for name, w in workloads.items()},
         "variants": [v.model_dump() for v in variants],
         "ratios": ratios,
         "reports": [r.model_dump() for r in reports],
     }
     (out_dir / "bench.json").write_text(json.dumps(document, indent=2) + "\n")
-    bench.write_chart(reports, out_dir / "bench.png")
+    bench.write_chart(reports, out_dir / "bench.png", engine=chosen)
     bench_report.print_bench(console, reports, ratios)
     console.print(f"wrote {out_dir / 'bench.json'} and {out_dir / 'bench.png'}", highlight=False)
     failed = [f"{r.variant} {r.workload}: {r.failed}" for r in reports if r.failed]
@@ -381,6 +405,16 @@ def bench_command(
             highlight=False,
         )
         raise typer.Exit(1)
+
+
+def _engine(name: str) -> Engine:
+    for engine in ENGINES:
+        if engine == name:
+            return engine
+    raise ServestackError(
+        "command line", "--engine", f"no engine '{name}'",
+        unknown_key_fix(name, ENGINES, "engines"),
+    )  # fmt: skip
 
 
 def _require_local(local: bool, command: str) -> None:

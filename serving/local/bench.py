@@ -31,6 +31,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from serving.local.app import Engine
 from serving.local.runtime import READY_PREFIX
 from serving.local.simulation import SimulationSettings
 from serving.spec import Autoscaling, FastPaths, ModelSpec, Router, RouterKind
@@ -79,6 +80,12 @@ class Variant(_Frozen):
     fast_paths: bool
     router: RouterKind
     workloads: tuple[WorkloadName, ...]
+    replicas: int | None = Field(
+        default=None, ge=1, description="Replicas of this variant; None: the bench's number."
+    )
+    bare_vllm: bool = Field(
+        default=False, description="A bare vLLM server with the same engine arguments, no Ray."
+    )
 
 
 class RequestResult(_Frozen):
@@ -208,6 +215,9 @@ def build_requests(workload: Workload, model: str, seed: int = 7) -> list[dict[s
                 "model": model,
                 "messages": messages,
                 "max_tokens": workload.output_tokens,
+                # vLLM's extension: every configuration generates exactly max_tokens, whatever
+                # the tiny model's random weights would have ended on.
+                "ignore_eos": True,
                 "stream": True,
                 "stream_options": {"include_usage": True},
             }
@@ -337,9 +347,10 @@ def summarize(
 @contextlib.contextmanager
 def running_variant(
     spec: ModelSpec,
-    settings: SimulationSettings,
+    settings: SimulationSettings | None,
     log_path: Path,
     ready_timeout_s: float = 600.0,
+    engine: Engine = "simulated",
 ) -> Iterator[str]:
     """Start `python -m serving.local.runtime` for the spec; yield its endpoint; stop it.
     Its output (Ray's and Serve's logs) goes to `log_path`."""
@@ -348,7 +359,8 @@ def running_variant(
         "-m",
         "serving.local.runtime",
         json.dumps(spec.model_dump(mode="json")),
-        settings.model_dump_json(),
+        "null" if settings is None else settings.model_dump_json(),
+        engine,
     ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
@@ -427,7 +439,9 @@ def ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
     return found
 
 
-def write_chart(reports: Sequence[WorkloadReport], path: Path) -> None:
+def write_chart(
+    reports: Sequence[WorkloadReport], path: Path, engine: Engine = "simulated"
+) -> None:
     """Request throughput per workload and configuration, and cache hit rates."""
     import matplotlib
 
@@ -460,7 +474,8 @@ def write_chart(reports: Sequence[WorkloadReport], path: Path) -> None:
     figure.legend(
         *left.get_legend_handles_labels(), loc="lower center", ncol=len(variants), fontsize=8
     )
-    figure.suptitle("servestack bench --local (simulated engine on CPU, real Ray Serve)")
+    label = "simulated engine" if engine == "simulated" else "vLLM 0.22 CPU build, tiny model"
+    figure.suptitle(f"servestack bench --local ({label} on CPU, real Ray Serve)")
     figure.tight_layout(rect=(0, 0.07, 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -508,20 +523,29 @@ def run_variant(
     spec: ModelSpec,
     variant: Variant,
     workloads: dict[WorkloadName, Workload],
-    settings: SimulationSettings,
+    settings: SimulationSettings | None,
     replicas: int,
     log_dir: Path,
     on_done: Callable[[], None] | None = None,
+    engine: Engine = "simulated",
 ) -> list[WorkloadReport]:
     """Run the variant's workloads, each on a freshly started application: no workload inherits
     another's prefix caches or the router's memory of where prompts went."""
     reports = []
+    replicas = variant.replicas or replicas
     for name in variant.workloads:
         if name not in workloads:
             continue
         workload = workloads[name]
         log_path = log_dir / f"{variant.name.replace('/', '_')}-{name}.log"
-        with running_variant(variant_spec(spec, variant, replicas), settings, log_path) as endpoint:
+        compiled = variant_spec(spec, variant, replicas)
+        if variant.bare_vllm:
+            from serving.local.vllm_bench import running_bare_vllm
+
+            starting = running_bare_vllm(compiled, log_path)
+        else:
+            starting = running_variant(compiled, settings, log_path, engine=engine)
+        with starting as endpoint:
             warmup = Workload(
                 name="decode-heavy", input_tokens=8, output_tokens=4,
                 requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,

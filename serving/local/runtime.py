@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from serving.local.app import cpus_needed, local_application, local_env
+from serving.local import cleanup
+from serving.local.app import Engine, cpus_needed, local_application, local_env, tiny_family
 from serving.local.simulation import SimulationSettings
+from serving.local.tiny_models import tiny_model
 from serving.spec import ModelSpec
 
 READY_PREFIX = "SERVESTACK_LOCAL_READY "
@@ -60,10 +62,15 @@ def free_port() -> int:
         return port
 
 
-def run_env(spec: ModelSpec, settings: SimulationSettings, run_dir: Path) -> dict[str, str]:
+def run_env(
+    spec: ModelSpec,
+    settings: SimulationSettings | None,
+    run_dir: Path,
+    engine: Engine = "simulated",
+) -> dict[str, str]:
     """The local env plus this run's own ports and HAProxy files, so that two local runs on one
     machine (another engineer's tests) never share a port or a socket."""
-    env = local_env(spec, settings)
+    env = local_env(spec, settings, engine=engine)
     env |= {
         "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(free_port()),
         "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
@@ -82,16 +89,19 @@ def run_env(spec: ModelSpec, settings: SimulationSettings, run_dir: Path) -> dic
 @contextlib.contextmanager
 def local_serve(
     spec: ModelSpec,
-    settings: SimulationSettings,
+    settings: SimulationSettings | None,
     *,
+    engine: Engine = "simulated",
     port: int | None = None,
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
 ) -> Iterator[LocalServe]:
-    """Start a local Ray, deploy the application, wait until HTTP answers; always shut down."""
-    application = local_application(spec)
+    """Start a local Ray, deploy the application, wait until HTTP answers; always shut down,
+    leaving no process and no /dev/shm segment of the run behind."""
+    model = tiny_model(tiny_family(spec)) if engine == "vllm" else None
+    application = local_application(spec, engine, model)
     # HAProxy refuses a socket path over 97 characters and Ray adds a 56-character directory.
     with tempfile.TemporaryDirectory(prefix="ss-", dir="/tmp") as run_dir:
-        env = run_env(spec, settings, Path(run_dir))
+        env = run_env(spec, settings, Path(run_dir), engine)
         saved = {key: os.environ.get(key) for key in env}
         os.environ.update(env)
         try:
@@ -108,6 +118,7 @@ def local_serve(
                 log_to_driver=False,
                 namespace="servestack-local",
             )
+            counted = cleanup.census()
             try:
                 serve.start(http_options={"host": "127.0.0.1", "port": http_port})
                 _deploy(application)
@@ -116,9 +127,19 @@ def local_serve(
                 _wait_haproxy_settled(Path(run_dir))
                 yield LocalServe(endpoint, spec.name, application, env)
             finally:
+                # What runs now is what may outlive Ray's shutdown (vLLM's engine processes).
+                counted = cleanup.merge(counted, cleanup.census())
                 with contextlib.suppress(Exception):
                     serve.shutdown()  # type: ignore[no-untyped-call]
                 ray.shutdown()
+                ended, removed = cleanup.clean_up(counted)
+                if ended or removed:
+                    print(
+                        f"ended {len(ended)} processes and removed {len(removed)} /dev/shm "
+                        "files the local Ray left behind",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         finally:
             for key, value in saved.items():
                 if value is None:
@@ -194,8 +215,9 @@ def _answers(endpoint: str) -> bool:
 
 def serve_until_stopped(
     spec: ModelSpec,
-    settings: SimulationSettings,
+    settings: SimulationSettings | None,
     *,
+    engine: Engine = "simulated",
     port: int | None = None,
     on_ready: Any = None,
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
@@ -206,7 +228,9 @@ def serve_until_stopped(
     for sig in previous:
         signal.signal(sig, lambda *_: stop.set())
     try:
-        with local_serve(spec, settings, port=port, ready_timeout_s=ready_timeout_s) as running:
+        with local_serve(
+            spec, settings, engine=engine, port=port, ready_timeout_s=ready_timeout_s
+        ) as running:
             if on_ready is not None:
                 on_ready(running)
             while not stop.wait(0.5):
@@ -217,16 +241,18 @@ def serve_until_stopped(
 
 
 def main() -> None:
-    """`python -m serving.local.runtime SPEC_JSON SETTINGS_JSON`: one local run for the
-    benchmark, which reads the endpoint from the ready line and stops it with SIGTERM."""
+    """`python -m serving.local.runtime SPEC_JSON SETTINGS_JSON|null [ENGINE]`: one local run for
+    the benchmark, which reads the endpoint from the ready line and stops it with SIGTERM."""
     spec = ModelSpec.model_validate(json.loads(sys.argv[1]))
-    settings = SimulationSettings.model_validate(json.loads(sys.argv[2]))
+    raw = json.loads(sys.argv[2])
+    settings = None if raw is None else SimulationSettings.model_validate(raw)
+    engine: Engine = "vllm" if sys.argv[3:] == ["vllm"] else "simulated"
 
     def announce(running: LocalServe) -> None:
         print(READY_PREFIX + running.endpoint, flush=True)
 
     try:
-        serve_until_stopped(spec, settings, on_ready=announce)
+        serve_until_stopped(spec, settings, engine=engine, on_ready=announce)
     except LocalServeError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         sys.exit(1)

@@ -1,0 +1,141 @@
+"""The real engine's side of the local data plane, without starting it: the application vLLM's CPU
+build gets is the compiled one with only the model and the named CPU changes replaced; the bare
+server's command line means the same engine arguments to vLLM's own parser; the tiny models are
+made deterministically; what a run leaves behind is found and removed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from serving.compiler import cluster_env, llm_configs_of
+from serving.loading import load_profile
+from serving.local import cleanup
+from serving.local.app import (
+    CPU_BUILD_CHANGES,
+    ENGINE_CLASS_ENV,
+    LOCAL_VLLM_ADDITIONS,
+    local_application,
+    local_env,
+    tiny_family,
+)
+from serving.local.tiny_models import model_dir, tiny_model
+from serving.local.vllm_bench import bare_command
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))
+LLAMA = REPO / "stacks" / "models" / "llama-3.1-8b.yaml"
+LEFTOVER = Path("/dev/shm/servestack-test-leftover")
+NAMED = set(CPU_BUILD_CHANGES) | set(LOCAL_VLLM_ADDITIONS)
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
+def test_the_real_engine_gets_the_compiled_arguments(profile: Path, tmp_path: Path) -> None:
+    spec = load_profile(profile)
+    simulated = local_application(spec)
+    real = local_application(spec, "vllm", tmp_path)
+    pairs = zip(llm_configs_of(real["args"]), llm_configs_of(simulated["args"]), strict=True)
+    for (_, ours), (_, theirs) in pairs:
+        assert ours["model_loading_config"] == {
+            "model_id": spec.name,
+            "model_source": str(tmp_path),
+        }
+        changed = {
+            key
+            for key in ours["engine_kwargs"].keys() | theirs["engine_kwargs"].keys()
+            if ours["engine_kwargs"].get(key) != theirs["engine_kwargs"].get(key)
+        }
+        assert changed <= NAMED, "only the named CPU changes may differ"
+        rest = ("model_loading_config", "engine_kwargs")
+        assert {k: v for k, v in ours.items() if k not in rest} == {
+            k: v for k, v in theirs.items() if k not in rest
+        }
+
+
+def test_the_real_engines_environment_has_no_simulation() -> None:
+    spec = load_profile(LLAMA)
+    env = local_env(spec, None, engine="vllm")
+    assert cluster_env(spec).items() <= env.items()
+    assert ENGINE_CLASS_ENV not in env
+    assert env["HF_HUB_OFFLINE"] == "1"
+    assert Path(env["VLLM_CACHE_ROOT"]).is_relative_to(REPO / "build")
+
+
+def test_the_bare_server_parses_to_the_same_engine_arguments(tmp_path: Path) -> None:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    spec = load_profile(LLAMA)
+    command = bare_command(spec, tmp_path, 8123)
+    assert command[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    parsed = make_arg_parser(FlexibleArgumentParser()).parse_args(command[3:])
+    engine = AsyncEngineArgs.from_cli_args(parsed)
+    served = local_application(spec, "vllm", tmp_path)["args"]["llm_configs"][0]
+    for key, value in served["engine_kwargs"].items():
+        got = getattr(engine, key, getattr(parsed, key, None))
+        assert got == value, key
+    assert engine.model == str(tmp_path)
+    assert engine.served_model_name == [spec.name]
+
+
+def test_tiny_models_stand_in_for_their_family() -> None:
+    families = {tiny_family(load_profile(p)) for p in PROFILES}
+    assert families == {"llama", "qwen3_moe"}
+    assert model_dir("llama") != model_dir("qwen3_moe")
+
+
+@pytest.mark.timeout(300)
+def test_the_tiny_llama_is_made_the_same_way_twice(tmp_path: Path) -> None:
+    first = tiny_model("llama", tmp_path / "a")
+    second = tiny_model("llama", tmp_path / "b")
+    assert first.name == second.name
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    config = json.loads((first / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"]
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(first)
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False,
+                                         add_generation_prompt=True)  # fmt: skip
+    assert text.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
+    # The benchmark's words survive the round trip (a byte-level BPE loses nothing).
+    assert tokenizer.decode(tokenizer("t123456 story")["input_ids"]) == "t123456 story"
+
+
+def test_what_a_run_leaves_behind_is_found_and_removed() -> None:
+    # A grandchild that outlives its parent (as vLLM's engines outlive a killed replica),
+    # holding a /dev/shm segment.
+    grandchild = (
+        f"import time; f = open({str(LEFTOVER)!r}, 'wb'); f.write(bytes(4096)); f.flush(); "
+        "print(1, flush=True); time.sleep(600)"
+    )
+    script = (
+        "import subprocess, sys; "
+        f"subprocess.Popen([sys.executable, '-c', {grandchild!r}], stdin=subprocess.DEVNULL); "
+        "sys.stdin.read()"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdout is not None and parent.stdout.readline().strip() == "1"
+    deadline = time.monotonic() + 10
+    counted = cleanup.census()
+    while LEFTOVER not in counted.shm and time.monotonic() < deadline:
+        time.sleep(0.2)
+        counted = cleanup.census()
+    assert LEFTOVER in counted.shm
+    assert parent.stdin is not None
+    parent.stdin.close()  # the parent exits; its child is orphaned
+    parent.wait()
+    assert cleanup.alive(counted), "the grandchild outlives its parent"
+    ended, removed = cleanup.clean_up(counted, grace_s=5)
+    assert ended and cleanup.alive(counted) == []
+    assert LEFTOVER in removed
+    assert not LEFTOVER.exists()

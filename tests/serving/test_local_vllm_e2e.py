@@ -1,0 +1,228 @@
+"""`servestack serve --local --engine vllm` on the default stack: the compiled application with
+vLLM 0.22's CPU build as its engine (a tiny Llama in place of Llama 3.1 8B), behind Ray's HAProxy
+with direct streaming, called with the official `openai` client.
+
+The answers are checked against what only the real engine serving the kit's model produces:
+token counts from the kit's own tokenizer and chat template, greedy decoding that streams the
+same text it returns whole, vLLM's prefix cache hitting on a repeated prompt. After Ctrl-C, none
+of the run's processes (Ray's, HAProxy, vLLM's engines) and none of its /dev/shm files may be
+left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import psutil
+import pytest
+
+from serving.compiler import cluster_env
+from serving.local.runtime import free_port
+from serving.local.tiny_models import tiny_model
+from serving.spec import ModelSpec
+
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1500)]
+
+REPO = Path(__file__).resolve().parents[2]
+STACK = "dev"
+MODEL = "llama-3.1-8b"
+READY_TIMEOUT_S = 900
+STOP_TIMEOUT_S = 300
+# vLLM's extension: generate exactly max_tokens (random weights may pick EOS at any step).
+EXACT = {"ignore_eos": True, "temperature": 0.0}
+
+
+@dataclass(frozen=True)
+class Running:
+    endpoint: str
+    client: openai.OpenAI
+    tokenizer: Any
+
+
+def session_processes(sid: int) -> list[str]:
+    """Live processes of the session the CLI leads: everything it started, however reparented."""
+    left = []
+    for process in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            if os.getsid(process.pid) == sid and process.status() != psutil.STATUS_ZOMBIE:
+                left.append(f"{process.pid} {' '.join(process.cmdline())[:120]}")
+        except (psutil.NoSuchProcess, ProcessLookupError, PermissionError):
+            continue
+    return left
+
+
+def shm_files() -> set[str]:
+    return {entry.name for entry in Path("/dev/shm").iterdir()}
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    from transformers import AutoTokenizer
+
+    from infra.config import load_stack
+
+    # The default stack as shipped: HAProxy and direct streaming are on.
+    spec: ModelSpec = load_stack(STACK).profiles[MODEL]
+    assert cluster_env(spec)["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+    assert cluster_env(spec)["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model("llama"))
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("vllm") / "serve.log"
+    shm_before = shm_files()
+    # The console script of this environment, as a user runs it.
+    servestack = str(Path(sys.executable).parent / "servestack")
+    command = [servestack, "serve", "--local", STACK, "--model", MODEL,
+               "--engine", "vllm", "--port", str(port)]  # fmt: skip
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    }
+    with log_path.open("w") as log:
+        cli = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            _await_line(cli, "is serving the OpenAI API", log_path)
+            endpoint = f"http://127.0.0.1:{port}"
+            client = openai.OpenAI(base_url=f"{endpoint}/v1", api_key="unused", max_retries=0)
+            assert any("haproxy" in p for p in session_processes(cli.pid))
+            yield Running(endpoint, client, tokenizer)
+        finally:
+            cli.send_signal(signal.SIGINT)
+            try:
+                cli.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(cli.pid, signal.SIGKILL)
+                pytest.fail(f"serve did not stop within {STOP_TIMEOUT_S} s; {log_path}")
+    assert cli.returncode == 0, log_path.read_text()[-2000:]
+    # Ray's agents notice their raylet is gone on their next poll; give them time to exit.
+    deadline = time.monotonic() + 120
+    while session_processes(cli.pid) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert session_processes(cli.pid) == [], "the local run left processes behind"
+    assert shm_files() - shm_before == set(), "the local run left /dev/shm files behind"
+
+
+def _await_line(process: subprocess.Popen[str], text: str, log_path: Path) -> None:
+    assert process.stdout is not None
+    stdout = process.stdout
+    seen = threading.Event()
+
+    def read() -> None:
+        for line in stdout:
+            if text in line:
+                seen.set()
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    # The reader ends on the line or when the CLI exits (its stdout closes).
+    reader.join(READY_TIMEOUT_S)
+    if not seen.is_set():
+        raise AssertionError(f"not serving: {log_path.read_text()[-3000:]}")
+
+
+def chat_prompt_tokens(tokenizer: Any, messages: list[dict[str, str]]) -> int:
+    return len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+
+
+def test_the_profiles_model_is_served_by_vllm(running: Running) -> None:
+    assert [model.id for model in running.client.models.list()] == [MODEL]
+    chat = running.client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Hi."}], max_tokens=2
+    )
+    assert (chat.system_fingerprint or "").startswith("vllm-0.22.0")
+
+
+def test_chat_usage_counts_the_kits_tokens(running: Running) -> None:
+    messages = [
+        {"role": "system", "content": "You answer briefly."},
+        {"role": "user", "content": "Tell me a story about a model and a cache."},
+    ]
+    chat = running.client.chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        max_tokens=9,
+        extra_body=EXACT,  # type: ignore[arg-type]
+    )
+    assert chat.usage is not None
+    assert chat.usage.prompt_tokens == chat_prompt_tokens(running.tokenizer, messages)
+    assert chat.usage.completion_tokens == 9
+    assert chat.usage.total_tokens == chat.usage.prompt_tokens + 9
+    assert chat.choices[0].finish_reason == "length"
+    assert chat.choices[0].message.content
+
+
+def test_streamed_chat_is_the_same_greedy_answer(running: Running) -> None:
+    messages = [{"role": "user", "content": "Count for me."}]
+    whole = running.client.chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        max_tokens=12,
+        extra_body=EXACT,  # type: ignore[arg-type]
+    )
+    stream = running.client.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=12, stream=True,  # type: ignore[arg-type]
+        stream_options={"include_usage": True}, extra_body=EXACT,
+    )  # fmt: skip
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 12
+
+    # The client hides the terminator; the wire shows it.
+    body = {"model": MODEL, "messages": messages, "max_tokens": 3, "stream": True}
+    with httpx.stream("POST", f"{running.endpoint}/v1/chat/completions", json=body) as response:
+        lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    assert all(json.loads(line[6:])["object"] == "chat.completion.chunk" for line in lines[:-1])
+
+
+def test_completions_count_the_prompt_and_hit_the_prefix_cache(running: Running) -> None:
+    # Long enough for several of vLLM's 16-token blocks, so the second request can hit them.
+    prompt = " ".join(f"story t{i}" for i in range(120))
+    first = running.client.completions.create(
+        model=MODEL,
+        prompt=prompt,
+        max_tokens=4,
+        extra_body=EXACT,  # type: ignore[arg-type]
+    )
+    assert first.usage is not None
+    assert first.usage.prompt_tokens == len(running.tokenizer(prompt)["input_ids"])
+    assert first.usage.completion_tokens == 4
+    second = running.client.completions.create(
+        model=MODEL,
+        prompt=prompt,
+        max_tokens=4,
+        extra_body=EXACT,  # type: ignore[arg-type]
+    )
+    details = second.usage.prompt_tokens_details if second.usage else None
+    cached = details.cached_tokens if details is not None else 0
+    assert cached is not None and cached >= 16 * (first.usage.prompt_tokens // 16 - 1)
+    assert second.choices[0].text == first.choices[0].text
+
+
+def test_malformed_and_unknown_model_requests_get_openai_errors(running: Running) -> None:
+    with pytest.raises(openai.BadRequestError):
+        running.client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "x"}],
+            max_tokens="many",  # type: ignore[arg-type]
+        )
+    with pytest.raises(openai.NotFoundError):
+        running.client.chat.completions.create(
+            model="gpt-5", messages=[{"role": "user", "content": "x"}], max_tokens=2
+        )
