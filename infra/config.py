@@ -159,6 +159,17 @@ class StackConfig(BaseModel):
         default="helm",
         description="helm: the kuberay-operator chart, pinned; gke_addon: GKE's Ray Operator.",
     )
+    require_image_digest: bool = Field(
+        default=False,
+        description="Refuse a ray_image without an @sha256: digest, so every pod runs the bytes "
+        "that were reviewed, not whatever the tag points at today.",
+    )
+    binary_authorization: bool = Field(
+        default=True,
+        description="Enforce the project's Binary Authorization policy on the cluster "
+        "(PROJECT_SINGLETON_POLICY_ENFORCE); false also needs the policy "
+        "platform-cluster-binary-authorization switched off.",
+    )
     ray_token_generation: int = Field(
         default=0,
         ge=0,
@@ -212,6 +223,17 @@ class StackConfig(BaseModel):
                     f"'{model}' is listed twice", "list each model once", field=str(index)
                 )
         return models
+
+    @model_validator(mode="after")
+    def _pinned_image(self) -> StackConfig:
+        if self.require_image_digest and "@sha256:" not in self.ray_image:
+            raise FixableValueError(
+                f"require_image_digest is true and ray_image '{self.ray_image}' names a tag only",
+                f"pin it: {self.ray_image}@sha256:<digest> (docker buildx imagetools inspect "
+                "prints the digest)",
+                field="ray_image",
+            )
+        return self
 
     @model_validator(mode="after")
     def _public_edge_has_source_ranges(self) -> StackConfig:

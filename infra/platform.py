@@ -116,6 +116,7 @@ class ClusterSpec(_Frozen):
     deletion_protection: bool = True
     maintenance_window_start: str = "03:00"
     kuberay_install: KubeRayInstall = "helm"
+    binary_authorization: bool = True
 
     @field_validator("maintenance_window_start")
     @classmethod

@@ -106,6 +106,9 @@ class ProgramMocks(pulumi.runtime.Mocks):
         outputs.setdefault("name", args.name)
         if args.typ == "gcp:serviceaccount/account:Account":
             outputs["email"] = f"{args.inputs['accountId']}@{PROJECT}.iam.gserviceaccount.com"
+        if args.typ == "gcp:projects/serviceIdentity:ServiceIdentity":
+            # GKE's service agent, as GCP names it for a project numbered 123456789.
+            outputs["email"] = "service-123456789@container-engine-robot.iam.gserviceaccount.com"
         if args.typ == "gcp:container/cluster:Cluster":
             outputs["endpoint"] = "192.0.2.10"
             outputs["masterAuth"] = {"clusterCaCertificate": "cHJldmlldw=="}

@@ -49,6 +49,26 @@ def _shielded_nodes(
         yield f"{name}: shielded nodes are off (enableShieldedNodes)"
 
 
+def _secrets_encryption(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    if resource_type != CLUSTER:
+        return
+    encryption = props.get("databaseEncryption") or {}
+    if encryption.get("state") != "ENCRYPTED" or not encryption.get("keyName"):
+        yield f"{name}: Secrets are not encrypted with a Cloud KMS key (databaseEncryption)"
+
+
+def _binary_authorization(
+    resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
+) -> Iterator[str]:
+    if resource_type != CLUSTER:
+        return
+    mode = (props.get("binaryAuthorization") or {}).get("evaluationMode")
+    if mode != "PROJECT_SINGLETON_POLICY_ENFORCE":
+        yield f"{name}: Binary Authorization does not vet the cluster's images (mode {mode})"
+
+
 def _authorized_networks(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
@@ -202,6 +222,19 @@ PLATFORM_POLICIES = [
                 "description": "Shortest CIDR prefix an authorized network may have.",
             }
         },
+    ),
+    resource_policy(
+        "platform-cluster-secrets-encryption",
+        "The cluster encrypts Secrets at the application layer with a Cloud KMS key.",
+        "Create the cluster with GkeCluster, which makes the key and grants GKE's agent on it.",
+        _secrets_encryption,
+    ),
+    resource_policy(
+        "platform-cluster-binary-authorization",
+        "The cluster enforces the project's Binary Authorization policy.",
+        "Keep servestack:binary_authorization: true, or switch this policy off in the stack's "
+        "policy config together with it.",
+        _binary_authorization,
     ),
     resource_policy(
         "platform-nodepool-gpu-taint",

@@ -92,3 +92,15 @@ def test_a_public_edge_without_source_ranges_is_refused(tmp_path: Path) -> None:
         load_stack("dev", repo)
     assert "servestack:edge_source_ranges" in str(refused.value)
     assert "edge_internal: true" in refused.value.fix
+
+
+def test_a_stack_that_asks_for_digests_refuses_a_tag_only_image(tmp_path: Path) -> None:
+    repo = copy_repo(tmp_path / "repo")
+    stack = repo / "stacks/Pulumi.dev.yaml"
+    stack.write_text(stack.read_text() + "  servestack:require_image_digest: true\n")
+    with pytest.raises(ServestackError) as refused:
+        load_stack("dev", repo)
+    assert "servestack:ray_image" in str(refused.value) and "@sha256:" in refused.value.fix
+    pinned = "rayproject/ray-llm:2.56.1-py311-cu128@sha256:" + "0" * 64
+    stack.write_text(stack.read_text() + f"  servestack:ray_image: {pinned}\n")
+    assert load_stack("dev", repo).config.ray_image == pinned

@@ -193,3 +193,14 @@ def test_the_edge_keeps_its_stats_off_the_load_balancer(program: RecordingMocks)
     (edge,) = edges([View(r) for r in program.registered])
     assert edge.service["enablePorts"]["stat"] is False
     assert edge.service["enablePorts"]["prometheus"] is False
+
+
+def test_the_cluster_encrypts_secrets_with_its_own_kms_key(program: RecordingMocks) -> None:
+    cluster = _inputs(program.one("gcp:container/cluster:Cluster"))
+    key = program.one("gcp:kms/cryptoKey:CryptoKey")
+    assert cluster["databaseEncryption"] == {"state": "ENCRYPTED", "keyName": f"{key.name}-id"}
+    grant = _inputs(program.one("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"))
+    assert grant["cryptoKeyId"] == f"{key.name}-id"
+    assert grant["role"] == "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+    assert grant["member"].endswith("@container-engine-robot.iam.gserviceaccount.com")
+    assert cluster["binaryAuthorization"] == {"evaluationMode": "PROJECT_SINGLETON_POLICY_ENFORCE"}

@@ -95,6 +95,11 @@ class TestShippedStacks:
             "gcp:serviceaccount/account:Account": 1,
             "gcp:projects/iAMMember:IAMMember": len(NODE_ROLES),
             "gcp:container/cluster:Cluster": 1,
+            # Its Secrets' KMS key, and GKE's service agent allowed to use it.
+            "gcp:kms/keyRing:KeyRing": 1,
+            "gcp:kms/cryptoKey:CryptoKey": 1,
+            "gcp:projects/serviceIdentity:ServiceIdentity": 1,
+            "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": 1,
             NODE_POOL: 1 + len(planned_pools(REPO, stack)),
         }
 

@@ -297,6 +297,14 @@ CASES: dict[str, Case] = {
             [{"cidrBlock": "0.0.0.0/0"}], "masterAuthorizedNetworksConfig", "cidrBlocks"
         ),
     ),
+    "platform-cluster-secrets-encryption": Case(
+        "dev", CLUSTER, _set({"state": "DECRYPTED"}, "databaseEncryption"),
+        _pop("databaseEncryption"), "advisory",
+    ),
+    "platform-cluster-binary-authorization": Case(
+        "prod", CLUSTER, _set({"evaluationMode": "DISABLED"}, "binaryAuthorization"),
+        _pop("binaryAuthorization"), "disabled",
+    ),
     "platform-nodepool-gpu-taint": Case(
         "dev", "gpu-pool", _set([], "nodeConfig", "taints"), _pop("nodeConfig", "taints"),
         "advisory",

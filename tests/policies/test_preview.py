@@ -30,7 +30,9 @@ NEGATIVE = Path(__file__).parent / "negative" / "stacks"
 NEGATIVE_EDITS = Path(__file__).parent / "negative" / "edits"
 # The security policies: each one refuses at least one negative fixture.
 SECURITY_POLICIES = {p.name for p in EDGE_POLICIES + RAY_SECURITY_POLICIES} | {
-    "platform-ingress-tls-and-auth"
+    "platform-ingress-tls-and-auth",
+    "platform-cluster-secrets-encryption",
+    "platform-cluster-binary-authorization",
 }
 
 # <area>-<resource>-<rule>
