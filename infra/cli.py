@@ -27,6 +27,7 @@ from serving.loading import display_path
 from serving.local.app import ENGINES, Engine
 from serving.planner import plan
 from serving.recommend import catalog_spec, recommend
+from serving.shortlist import shortlist
 from serving.spec import ModelSpec
 
 app = typer.Typer(
@@ -68,6 +69,12 @@ def plan_command(
     max_ttft_ms: Annotated[
         float, typer.Option(help="Time-to-first-token target for --recommend.")
     ] = 2000.0,
+    show_all: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="With --recommend: every candidate, refused ones with their rule."
+        ),
+    ] = False,
 ) -> None:
     """Memory, GPUs and nodes, latency and cost for each model of a stack.
 
@@ -83,7 +90,8 @@ def plan_command(
         if as_json:
             print(json.dumps([c.model_dump() for c in ranked], indent=2))
         else:
-            report.print_recommendation(console, spec, ranked, max_itl_ms, max_ttft_ms)
+            answer = shortlist(ranked, itl_target, ttft_target, prices, show_all=show_all)
+            report.print_recommendation(console, spec, answer, max_itl_ms, max_ttft_ms)
         return
     specs = (
         [_pick(loaded.profiles, model, loaded.path, "--model")]

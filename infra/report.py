@@ -12,7 +12,7 @@ from infra.platform import PlatformPlan
 from serving.accuracy import Phase, error_band
 from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF
 from serving.planner import GroupPlan, Plan
-from serving.recommend import Candidate
+from serving.shortlist import Shortlist
 from serving.spec import ModelSpec
 
 if TYPE_CHECKING:  # the Pulumi SDKs come with it; only `preview` needs them
@@ -146,10 +146,30 @@ def print_verdicts(console: Console, plan: Plan, prefix: str = "") -> None:
 def print_recommendation(
     console: Console,
     spec: ModelSpec,
-    ranked: list[Candidate],
+    answer: Shortlist,
     max_itl_ms: float,
     max_ttft_ms: float,
 ) -> None:
+    """The answer first (the winner, why, what would change it), then the short list."""
+    winner = answer.winner
+    if winner is not None:
+        console.print(
+            Text.assemble(
+                ("recommended: ", "bold"),
+                (f"{winner.machine_type} ({winner.accelerator}), {winner.layout}", "bold green"),
+                f" — {winner.gpus_per_replica} GPU(s) per replica, "
+                f"{_usd(winner.usd_per_million_output_tokens)} per million output tokens, "
+                f"TTFT {_ms(winner.ttft_s)}, ITL {_ms(winner.itl_at_batch_s)} at its batch",
+            ),
+            highlight=False,
+        )
+    else:
+        console.print(Text("no recommendation", style="bold red"), highlight=False)
+    console.print(Text.assemble(("why: ", "bold"), answer.why), highlight=False)
+    if answer.changes:
+        console.print(Text("what would change it:", style="bold"), highlight=False)
+        for change in answer.changes:
+            console.print(f"  - {change}", highlight=False)
     table = Table(
         title=(
             f"{spec.name}: machines and layouts by $ per million output tokens "
@@ -159,8 +179,10 @@ def print_recommendation(
     )
     for column in ("#", "machine", "layout", "GPUs", "$/M tok", "TTFT", "ITL", "tok/s", "why"):
         table.add_column(column, overflow="fold")
-    for candidate in ranked:
-        style = "green" if candidate.rank == 1 and "cheapest" in candidate.reason else None
+    for candidate in answer.shown:
+        reason = candidate.reason
+        if candidate.refused_by is not None:
+            reason = f"refused [{candidate.refused_by}]: {reason}"
         table.add_row(
             f"{candidate.rank}=" if candidate.tie else str(candidate.rank),
             candidate.machine_type,
@@ -170,10 +192,13 @@ def print_recommendation(
             _ms(candidate.ttft_s),
             _ms(candidate.itl_at_batch_s),
             f"{candidate.output_tokens_per_s:,.0f}",
-            candidate.reason,
-            style=style,
+            Text(reason),  # a rule's code in brackets is text, not rich markup
+            style="green" if candidate is winner else None,
         )
-    console.print(table)
+    if answer.shown:
+        console.print(table)
+    if answer.not_shown:
+        console.print(answer.not_shown, style="dim", highlight=False)
     band = error_band(spec.architecture.is_moe, "saturation")
     console.print(
         f"$/M tok follows the throughput estimate, whose measured error for "

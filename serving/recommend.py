@@ -34,6 +34,7 @@ class Candidate(BaseModel):
     machine_type: str
     accelerator: str
     layout: str
+    parallelism: Parallelism
     gpus_per_replica: int
     usd_per_million_output_tokens: float | None
     ttft_s: float
@@ -44,6 +45,15 @@ class Candidate(BaseModel):
         description="Costs within the planner's measured throughput error of the winner's.",
     )
     reason: str = Field(description="Why it won, or why it lost.")
+    meets_targets: bool = Field(
+        default=True,
+        description="Works and meets the latency targets: in the running for the recommendation.",
+    )
+    refused_by: str | None = Field(
+        default=None,
+        description="The planner's error verdict on this layout (the policy pack refuses it by "
+        "the same verdict), e.g. 'needless-span'.",
+    )
 
 
 def _layouts(spec: ModelSpec, machine: MachineType) -> Iterator[Parallelism]:
@@ -147,6 +157,7 @@ def recommend(
                 machine_type=item.machine.name,
                 accelerator=item.machine.accelerator,
                 layout=item.layout.label,
+                parallelism=item.layout,
                 gpus_per_replica=group.placement.gpus_per_replica,
                 usd_per_million_output_tokens=item.plan.usd_per_million_output_tokens,
                 ttft_s=item.plan.ttft_s,
@@ -154,9 +165,19 @@ def recommend(
                 output_tokens_per_s=item.plan.output_tokens_per_s,
                 tie=tie,
                 reason=reason,
+                meets_targets=item.why_not is None,
+                refused_by=next(
+                    (v.code for v in item.plan.verdicts if v.severity == "error"), None
+                ),
             )
         )
     return candidates
+
+
+def candidate_spec(spec: ModelSpec, candidate: Candidate) -> ModelSpec:
+    """The profile as it would read with the candidate's machine type and layout."""
+    machine = catalog.MACHINE_TYPES[candidate.machine_type]
+    return _variant(spec, machine, candidate.parallelism)
 
 
 def catalog_spec(architecture_key: str) -> ModelSpec:

@@ -661,3 +661,28 @@ def test_an_encrypted_token_makes_the_rendered_pods_read_it_from_a_secret(repo: 
     env = worker["template"]["spec"]["containers"][0]["env"]
     (token,) = [e for e in env if e["name"] == "HF_TOKEN"]
     assert token["valueFrom"]["secretKeyRef"]["name"] == "llama-3-1-8b-hf-token"
+
+
+def _table_rows(stdout: str) -> list[str]:
+    """The first cells (rank) of a rich table's rows; continuation lines have an empty one."""
+    cells = [line.split("│")[1].strip() for line in stdout.splitlines() if line.startswith("│")]
+    return [cell for cell in cells if cell]
+
+
+def test_recommend_leads_with_its_answer_and_shows_at_most_ten_rows(pristine: Path) -> None:
+    result = run(pristine, "plan", "prod", "--recommend", "llama-3.3-70b-fp8")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("recommended: ")
+    assert lines.index(next(line for line in lines if line.startswith("┏"))) > lines.index(
+        "what would change it:"
+    )
+    ranks = _table_rows(result.stdout)
+    assert 1 <= len(ranks) <= 10 and ranks[0] == "1"
+    assert "refused [" not in result.stdout and "--all lists them" in result.stdout
+    every = run(pristine, "plan", "prod", "--recommend", "llama-3.3-70b-fp8", "--all")
+    listed = _table_rows(every.stdout)
+    assert len(listed) == len(json.loads(run(
+        pristine, "plan", "prod", "--recommend", "llama-3.3-70b-fp8", "--json"
+    ).stdout))  # fmt: skip
+    assert "refused [" in every.stdout

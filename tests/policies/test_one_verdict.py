@@ -9,16 +9,11 @@ import random
 from typing import Any
 
 import pytest
-from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
+from pack_support import pack_refusals
 from pydantic import ValidationError
 
-from infra.manifests import rayservice
-from infra.preview import Registered, judge
-from policies.resources import RAYSERVICE
-from policies.topology import TOPOLOGY_POLICIES
 from serving import catalog
 from serving.planner import plan
-from serving.ray_release import DEFAULT_RAY_IMAGE
 from serving.spec import ModelSpec
 
 SEED = 14
@@ -30,7 +25,6 @@ TENSOR = (1, 2, 3, 4, 6, 8, 16)
 PIPELINE = (1, 1, 1, 2, 4)
 DATA = (1, 1, 2, 3, 4, 8)
 PLACEMENT = ("auto", "auto", "auto", "STRICT_PACK", "PACK", "SPREAD")
-RESOURCE_POLICIES = [p for p in TOPOLOGY_POLICIES if isinstance(p, ResourceValidationPolicy)]
 
 
 def _profile(rng: random.Random) -> ModelSpec | None:
@@ -73,20 +67,6 @@ def _profiles() -> list[ModelSpec]:
         if spec is not None and spec.max_model_len <= spec.architecture.max_position_embeddings:
             found.append(spec)
     return found
-
-
-def pack_refusals(spec: ModelSpec) -> list[str]:
-    """The pack's mandatory topology verdicts on the RayService the spec compiles to."""
-    manifest = rayservice(spec, DEFAULT_RAY_IMAGE)
-    resource = Registered(
-        urn=f"urn:pulumi:test::servestack::{RAYSERVICE}::generated",
-        type=RAYSERVICE, name="generated", parent="", custom=True, inputs=manifest,
-    )  # fmt: skip
-    return [
-        f"{v.policy}: {v.message}"
-        for v in judge([resource], list(RESOURCE_POLICIES))
-        if v.enforcement == EnforcementLevel.MANDATORY.value
-    ]
 
 
 def plan_refusals(spec: ModelSpec) -> list[str]:
