@@ -26,7 +26,12 @@ from serving.errors import ServestackError, unknown_key_fix
 from serving.loading import display_path
 from serving.local.app import ENGINES, Engine
 from serving.planner import plan
-from serving.recommend import catalog_spec, recommend
+from serving.recommend import (
+    DEFAULT_ITL_TARGET_S,
+    DEFAULT_TTFT_TARGET_S,
+    catalog_spec,
+    recommend,
+)
 from serving.shortlist import shortlist
 from serving.spec import ModelSpec
 
@@ -65,10 +70,10 @@ def plan_command(
     ] = None,
     max_itl_ms: Annotated[
         float, typer.Option(help="Inter-token latency target for --recommend.")
-    ] = 50.0,
+    ] = DEFAULT_ITL_TARGET_S * 1e3,
     max_ttft_ms: Annotated[
         float, typer.Option(help="Time-to-first-token target for --recommend.")
-    ] = 2000.0,
+    ] = DEFAULT_TTFT_TARGET_S * 1e3,
     show_all: Annotated[
         bool,
         typer.Option(
@@ -106,6 +111,41 @@ def plan_command(
             report.print_plan(console, spec, model_plan)
     if not all(p.ok for p in plans):
         raise typer.Exit(1)
+
+
+@app.command("init")
+def init_command(
+    model: Annotated[
+        str,
+        typer.Argument(
+            help="A catalog model, or a Hugging Face repo (org/name) with --architecture."
+        ),
+    ],
+    stack: Annotated[str, typer.Option(help="The stack to add the model to.")] = DEFAULT_STACK,
+    architecture: Annotated[
+        str | None, typer.Option(help="The catalog architecture of a Hugging Face repo.")
+    ] = None,
+    accelerator: Annotated[
+        str | None, typer.Option(help="Only this accelerator, e.g. h100-80gb.")
+    ] = None,
+    max_model_len: Annotated[
+        int | None, typer.Option(help="Longest sequence served. [default: 8192, or less]")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Served model id and profile name. [default: from MODEL]")
+    ] = None,
+) -> None:
+    """Write stacks/models/NAME.yaml from the planner's recommendation and add it to the stack.
+
+    Never overwrites a profile. `servestack plan` and `preview` run on it at once.
+    """
+    from infra.init import init_model
+
+    written = init_model(
+        model, stack, architecture=architecture, accelerator=accelerator,
+        max_model_len=max_model_len, name=name,
+    )  # fmt: skip
+    report.print_init(console, written, stack)
 
 
 @app.command("pools")

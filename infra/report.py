@@ -11,11 +11,13 @@ from rich.text import Text
 from infra.platform import PlatformPlan
 from serving.accuracy import Phase, error_band
 from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF
+from serving.loading import display_path
 from serving.planner import GroupPlan, Plan
 from serving.shortlist import Shortlist
 from serving.spec import ModelSpec
 
 if TYPE_CHECKING:  # the Pulumi SDKs come with it; only `preview` needs them
+    from infra.init import Initialized
     from infra.preview import PreviewResult
 
 
@@ -205,6 +207,26 @@ def print_recommendation(
         f"{'MoE' if spec.architecture.is_moe else 'dense'} models is {band.describe()}; "
         "rows marked '=' cost within that band of the winner: a tie.",
         style="dim",
+        highlight=False,
+    )
+
+
+def print_init(console: Console, written: Initialized, stack: str) -> None:
+    choice = written.choice
+    console.print(f"wrote {display_path(written.profile)}", highlight=False)
+    console.print(
+        f"added {written.spec.name} to servestack:models in {display_path(written.stack)}",
+        highlight=False,
+    )
+    console.print(
+        f"  {choice.machine_type} ({choice.accelerator}), {choice.layout}, "
+        f"{choice.gpus_per_replica} GPU(s) per replica, "
+        f"{_usd(choice.usd_per_million_output_tokens)} per million output tokens"
+        + ("" if choice.meets_targets else " — misses the default latency targets"),
+        highlight=False,
+    )
+    console.print(
+        f"next: servestack plan {stack} --model {written.spec.name}; servestack preview {stack}",
         highlight=False,
     )
 

@@ -20,6 +20,9 @@ from serving.catalog import NODE_POOLS_ATTACH_GPU_NETWORK, MachineType
 from serving.planner import Plan, plan, valid_tensor_sizes
 from serving.spec import ModelSpec, Parallelism
 
+# The latency targets a recommendation meets unless asked otherwise: an interactive chat's.
+DEFAULT_ITL_TARGET_S = 0.050
+DEFAULT_TTFT_TARGET_S = 2.0
 DATA_PARALLEL_SIZES = (1, 2, 4, 8)
 MAX_RECOMMENDED_PIPELINE = 4
 # DP+EP groups across nodes: whole nodes, up to this many (wide EP beyond that is a deployment of
