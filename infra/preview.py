@@ -39,6 +39,7 @@ from infra.config import ServingSecrets, load_stack
 from infra.platform import plan_platform
 from policies.pack import POLICIES
 from serving.errors import ServestackError, unknown_key_fix
+from serving.loading import read_text
 
 PROJECT = "servestack"
 PLACEHOLDER = "preview-placeholder"
@@ -258,11 +259,7 @@ def read_policy_config(path: Path) -> dict[str, Any]:
     """A `--policy-pack-config` style file: {policy: level | {enforcementLevel, <key>: ...}}."""
     source = str(path)
     try:
-        document = json.loads(path.read_text())
-    except OSError as exc:
-        raise ServestackError(
-            source, "", f"cannot read it ({exc.strerror})", "check the path"
-        ) from None
+        document = json.loads(read_text(path))
     except ValueError as exc:
         raise ServestackError(source, "", f"is not JSON ({exc})", "write a JSON object") from None
     known = {p.name for p in POLICIES}

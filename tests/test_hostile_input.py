@@ -343,3 +343,9 @@ def test_an_exponent_without_sign_is_a_number_as_in_yaml_1_2(repo: Path) -> None
     """Strict types must not refuse what YAML 1.2 reads as a float (1.1 reads `9e-1` as text)."""
     _append(DEV_PROFILE, b"gpu_memory_utilization: 9e-1\n")(repo)
     assert run(repo, "plan").returncode == 0
+
+
+def test_a_policy_config_that_is_not_utf8_is_named_with_its_byte_offset(repo: Path) -> None:
+    (repo / "pc.json").write_bytes(b'{"topology-rayservice-fits": "advisory\xff"}')
+    result = run(repo, "preview", "--policy-config", "pc.json")
+    _check_refused(result, "pc.json", "line 1", ["is not UTF-8: byte 0xff at byte offset 38"])

@@ -210,8 +210,17 @@ class TestShippedStacks:
         ("dev", "servestack:gpu_pools", "{}", "servestack:gpu_pools.a3-highgpu-1g.spot"),
         ("dev", "gcp:region", "europe-north1", "gcp:region"),
         ("prod", "servestack:system_min_nodes", "9", "servestack:system_min_nodes"),
+        ("dev", "servestack:models", '["../../elsewhere/x"]', "servestack:models.0"),
+        ("dev", "servestack:system_min_nodes", "true", "servestack:system_min_nodes"),
     ],
-    ids=["open-control-plane", "spot-only-gpu-on-demand", "gpu-not-in-region", "min-above-max"],
+    ids=[
+        "open-control-plane",
+        "spot-only-gpu-on-demand",
+        "gpu-not-in-region",
+        "min-above-max",
+        "path-traversal-model-name",
+        "bool-for-a-count",
+    ],
 )
 def test_bad_config_stops_the_program_before_any_resource_is_registered(
     mocks: RecordingMocks, stack: str, key: str, value: str, field: str
