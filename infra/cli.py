@@ -380,7 +380,7 @@ def bench_command(
     chosen = _engine(engine)
     _, simulation = _local_modules()
     from infra import bench_report
-    from serving.local import bench, vllm_bench
+    from serving.local import bench, chart, vllm_bench
 
     wanted = workload or list(bench.WORKLOADS)
     for name in wanted:
@@ -441,7 +441,7 @@ def bench_command(
         "reports": [r.model_dump() for r in reports],
     }
     (out_dir / "bench.json").write_text(json.dumps(document, indent=2) + "\n")
-    bench.write_chart(reports, out_dir / "bench.png", engine=chosen)
+    chart.write_chart(reports, out_dir / "bench.png", engine=chosen)
     bench_report.print_bench(console, reports, ratios)
     console.print(f"wrote {out_dir / 'bench.json'} and {out_dir / 'bench.png'}", highlight=False)
     failed = [f"{r.variant} {r.workload}: {r.failed}" for r in reports if r.failed]

@@ -439,48 +439,6 @@ def ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
     return found
 
 
-def write_chart(
-    reports: Sequence[WorkloadReport], path: Path, engine: Engine = "simulated"
-) -> None:
-    """Request throughput per workload and configuration, and cache hit rates."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    workloads = [w for w in WORKLOADS if any(r.workload == w for r in reports)]
-    variants = list(dict.fromkeys(r.variant for r in reports))
-    by = {(r.variant, r.workload): r for r in reports}
-    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
-    width = 0.8 / max(len(variants), 1)
-    for index, variant in enumerate(variants):
-        xs = [w + index * width for w in range(len(workloads))]
-        left.bar(
-            xs,
-            [by[(variant, w)].requests_per_s if (variant, w) in by else 0 for w in workloads],
-            width,
-            label=variant,
-        )
-        right.bar(
-            xs,
-            [by[(variant, w)].cache_hit_rate if (variant, w) in by else 0 for w in workloads],
-            width,
-            label=variant,
-        )
-    for axis, title in ((left, "requests / s"), (right, "prefix-cache hit rate")):
-        axis.set_xticks([w + 0.4 - width / 2 for w in range(len(workloads))], workloads)
-        axis.set_title(title)
-    right.set_ylim(0, 1)
-    figure.legend(
-        *left.get_legend_handles_labels(), loc="lower center", ncol=len(variants), fontsize=8
-    )
-    label = "simulated engine" if engine == "simulated" else "vLLM 0.22 CPU build, tiny model"
-    figure.suptitle(f"servestack bench --local ({label} on CPU, real Ray Serve)")
-    figure.tight_layout(rect=(0, 0.07, 1, 1))
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-
-
 # --- the run --------------------------------------------------------------------------------
 
 
