@@ -14,7 +14,8 @@ Facts this rests on (read from the components' source):
   object manager, dashboard agent gRPC and runtime-env agent ports are pinned here; workers bind
   10002-19999; Serve's direct ingress binds 30000-31000 (HTTP) and 40000-41000 (gRPC); KubeRay
   sets the metrics port to 8080. NCCL, Gloo and UCX (NIXL) connect on the kernel's ephemeral
-  range, which no setting narrows, so the cluster's own pods may reach it on each other.
+  range, which no setting narrows, so the cluster's own pods may reach it on each other; vLLM's
+  data-parallel groups meet on 29500-29550 and NIXL's side channel on 5600.
 - The rayproject images run as user `ray` (uid 1000, gid 100) and need no capability.
 """
 
@@ -63,6 +64,8 @@ CLUSTER_PORTS = (
     SERVE,
     RayPort("serve-fallback-proxy", 8500),
     RayPort("nixl-side-channel", 5600),
+    # vLLM's data-parallel master (29500), torch.distributed (29501) and DP RPC (29550) ports.
+    RayPort("vllm-data-parallel", 29500, 29550),
     RayPort("workers", 10002, 19999),
     RayPort("serve-direct-ingress-http", 30000, 31000),
     # NCCL, Gloo, UCX and Serve's direct-ingress gRPC (40000-41000) all fall in here.
