@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving import catalog
+from serving.autoscaling import autoscaling
 from serving.catalog import GIB
 from serving.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
 from serving.planner import GroupPlan, Role, choose_machine, nodes_for, plan
@@ -34,10 +35,6 @@ BUILD_OPENAI_APP = "ray.serve.llm:build_openai_app"
 BUILD_DP_OPENAI_APP = "ray.serve.llm:build_dp_openai_app"
 BUILD_PD_OPENAI_APP = "ray.serve.llm:build_pd_openai_app"
 
-# Requests one replica (one DP rank) accepts before Serve queues them at the router: a running
-# batch of max_num_seqs plus as many waiting in vLLM, so the engine never idles between steps
-# while the rest of the queue stays where the router can still choose another replica.
-ONGOING_REQUESTS_PER_SEQUENCE_SLOT = 2
 # Logical CPUs per vLLM worker bundle (the GPU worker process and its tokenizer threads).
 CPUS_PER_GPU_WORKER = 1
 
@@ -160,20 +157,20 @@ def engine_kwargs(spec: ModelSpec, layout: Parallelism, role: Role) -> dict[str,
 
 
 def deployment_config(spec: ModelSpec, role: Role) -> dict[str, Any]:
-    autoscaling = spec.autoscaling
+    bounds = spec.autoscaling
     if spec.disaggregation is not None and role != "server":
-        autoscaling = getattr(spec.disaggregation, role).autoscaling
+        bounds = getattr(spec.disaggregation, role).autoscaling
+    knobs = autoscaling(spec, role)
     config: dict[str, Any] = {
         # For DP deployments Ray counts DP groups here and multiplies by data_parallel_size.
         "autoscaling_config": {
-            "min_replicas": autoscaling.min_replicas,
-            "max_replicas": autoscaling.max_replicas,
-            "target_ongoing_requests": autoscaling.target_ongoing_requests,
+            "min_replicas": bounds.min_replicas,
+            "max_replicas": bounds.max_replicas,
+            "target_ongoing_requests": knobs.target_ongoing_requests,
+            "upscale_delay_s": knobs.upscale_delay_s,
+            "downscale_delay_s": knobs.downscale_delay_s,
         },
-        "max_ongoing_requests": max(
-            ONGOING_REQUESTS_PER_SEQUENCE_SLOT * spec.max_num_seqs,
-            math.ceil(autoscaling.target_ongoing_requests),
-        ),
+        "max_ongoing_requests": knobs.max_ongoing_requests,
     }
     router_class = ROUTER_CLASSES[spec.router.kind]
     if router_class is None and spec.fast_paths.direct_streaming:
@@ -199,6 +196,10 @@ def llm_config(spec: ModelSpec, role: Role = "server") -> dict[str, Any]:
             "strategy": placement_strategy(spec, layout),
         },
         "deployment_config": deployment_config(spec, role),
+        # vLLM's own metrics (TTFT, inter-token latency, queue, KV cache, prefix-cache hits)
+        # through Ray's metrics export, which the cluster scrapes. On by default in Ray 2.56.1;
+        # said here so that a Ray whose default changes cannot silently blind the dashboard.
+        "log_engine_metrics": True,
     }
     if spec.env:
         config["runtime_env"] = {"env_vars": dict(spec.env)}

@@ -432,8 +432,11 @@ def plan(
     for role, layout, autoscaling in _groups(spec):
         mem = memory(spec, layout)
         where = placement(spec, layout, autoscaling)
+        # Throughput at the largest batch within the profile's inter-token target, unless the
+        # caller asks about another target (the recommender's).
+        target_s = spec.latency.itl_ms / 1e3 if itl_target_s is None else itl_target_s
         est = estimates(
-            spec, choose_machine(spec, layout.gpus_per_replica), role, layout, mem, itl_target_s
+            spec, choose_machine(spec, layout.gpus_per_replica), role, layout, mem, target_s
         )
         node_price = (prices or {}).get(
             where.machine_type, catalog.MACHINE_TYPES[where.machine_type].price_per_hour_usd

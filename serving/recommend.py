@@ -18,11 +18,11 @@ from serving import catalog
 from serving.accuracy import error_band
 from serving.catalog import NODE_POOLS_ATTACH_GPU_NETWORK, MachineType
 from serving.planner import Plan, plan, valid_tensor_sizes
-from serving.spec import ModelSpec, Parallelism
+from serving.spec import DEFAULT_ITL_TARGET_MS, DEFAULT_TTFT_TARGET_MS, ModelSpec, Parallelism
 
-# The latency targets a recommendation meets unless asked otherwise: an interactive chat's.
-DEFAULT_ITL_TARGET_S = 0.050
-DEFAULT_TTFT_TARGET_S = 2.0
+# The latency targets a recommendation meets unless asked otherwise: a profile's defaults.
+DEFAULT_ITL_TARGET_S = DEFAULT_ITL_TARGET_MS / 1e3
+DEFAULT_TTFT_TARGET_S = DEFAULT_TTFT_TARGET_MS / 1e3
 DATA_PARALLEL_SIZES = (1, 2, 4, 8)
 MAX_RECOMMENDED_PIPELINE = 4
 # DP+EP groups across nodes: whole nodes, up to this many (wide EP beyond that is a deployment of

@@ -8,6 +8,7 @@ so that policies can judge the same layout the program would deploy.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -193,7 +194,8 @@ ROUTER_KWARGS: dict[str, tuple[str, ...]] = {
 
 
 class Autoscaling(_Frozen):
-    """Ray Serve autoscaling of one replica group."""
+    """Replica bounds, and Ray Serve's autoscaling knobs. The knobs left unset are derived from
+    the plan (`serving.autoscaling`): set one only to override what the plan says."""
 
     min_replicas: int = Field(
         default=1, ge=0, le=1000, description="Fewest replicas; 0 lets an idle model scale away."
@@ -201,8 +203,30 @@ class Autoscaling(_Frozen):
     max_replicas: int = Field(
         default=1, ge=1, le=1000, description="Most replicas; the GPU pools are sized for it."
     )
-    target_ongoing_requests: float = Field(
-        default=32, gt=0, description="Requests in flight per replica that autoscaling aims at."
+    target_ongoing_requests: float | None = Field(
+        default=None,
+        gt=0,
+        description="Requests in flight per replica that autoscaling aims at; unset, the decode "
+        "batch the plan says a replica sustains within latency.itl_ms.",
+    )
+    max_ongoing_requests: int | None = Field(
+        default=None,
+        ge=1,
+        description="Requests one replica accepts before Serve queues them at the router; unset, "
+        "that batch plus the requests that can wait and still see a first token within "
+        "latency.ttft_ms.",
+    )
+    upscale_delay_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="How long load must stay above target before a replica is added; unset, "
+        "derived from how long a replica takes to load its weights.",
+    )
+    downscale_delay_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="How long load must stay below target before a replica is removed; unset, "
+        "a few times the replica's load time, so a lull shorter than a reload keeps it.",
     )
 
     @model_validator(mode="after")
@@ -212,7 +236,35 @@ class Autoscaling(_Frozen):
                 f"min_replicas ({self.min_replicas}) is above max_replicas ({self.max_replicas})",
                 f"raise max_replicas to at least {self.min_replicas}, or lower min_replicas",
             )
+        target, ceiling = self.target_ongoing_requests, self.max_ongoing_requests
+        if target is not None and ceiling is not None and target > ceiling:
+            raise FixableValueError(
+                f"target_ongoing_requests ({target:g}) is above max_ongoing_requests ({ceiling}): "
+                "a replica could never reach the load autoscaling waits for",
+                f"raise max_ongoing_requests to at least {math.ceil(target)}, or unset either "
+                "to derive it from the plan",
+                field="target_ongoing_requests",
+            )
         return self
+
+
+# The latency a model is served within unless its profile says otherwise: an interactive chat
+# stream (50 ms between tokens reads faster than people do) and a first token within 2 s.
+DEFAULT_ITL_TARGET_MS = 50.0
+DEFAULT_TTFT_TARGET_MS = 2000.0
+
+
+class LatencyTargets(_Frozen):
+    """What a model promises its users, at p99. The plan takes the largest decode batch within
+    `itl_ms`, autoscaling keeps the queue short enough for `ttft_ms`, and the TTFT alert fires
+    when the served p99 stays above it."""
+
+    ttft_ms: float = Field(
+        default=DEFAULT_TTFT_TARGET_MS, gt=0, description="Time to first token, milliseconds."
+    )
+    itl_ms: float = Field(
+        default=DEFAULT_ITL_TARGET_MS, gt=0, description="Inter-token latency, milliseconds."
+    )
 
 
 class Workload(_Frozen):
@@ -335,10 +387,13 @@ class ModelSpec(_Frozen):
         default=None, description="Prefill/decode disaggregation; unset, one replica does both."
     )
     autoscaling: Autoscaling = Field(
-        default_factory=Autoscaling, description="Replica bounds and Serve's autoscaling target."
+        default_factory=Autoscaling, description="Replica bounds and Serve's autoscaling knobs."
     )
     workload: Workload = Field(
         default_factory=Workload, description="The typical request, for the plan's estimates."
+    )
+    latency: LatencyTargets = Field(
+        default_factory=LatencyTargets, description="p99 latency targets the model is served to."
     )
     fast_paths: FastPaths = Field(
         default_factory=FastPaths, description="Ray 2.56 fast paths, all on by default."

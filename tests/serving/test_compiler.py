@@ -356,22 +356,18 @@ class TestEngineKwargs:
 
 class TestDeploymentConfig:
     def test_autoscaling_and_router_come_from_the_profile(self) -> None:
+        knobs = {"target_ongoing_requests": 40, "upscale_delay_s": 5, "downscale_delay_s": 900}
         compiled = spec(
-            autoscaling={"min_replicas": 2, "max_replicas": 6, "target_ongoing_requests": 40},
+            autoscaling={"min_replicas": 2, "max_replicas": 6, "max_ongoing_requests": 80} | knobs,
             router={"kind": "prefix_affinity", "imbalanced_threshold": 12},
         )
         config = llm_config(compiled)["deployment_config"]
-        assert config["autoscaling_config"] == {
-            "min_replicas": 2,
-            "max_replicas": 6,
-            "target_ongoing_requests": 40,
-        }
+        assert config["autoscaling_config"] == {"min_replicas": 2, "max_replicas": 6} | knobs
+        assert config["max_ongoing_requests"] == 80
         assert config["request_router_config"] == {
             "request_router_class": "ray.serve.llm.request_router:PrefixCacheAffinityRouter",
             "request_router_kwargs": {"imbalanced_threshold": 12},
         }
-        # A full batch running and one waiting per replica; the rest queues at the router.
-        assert config["max_ongoing_requests"] == 2 * compiled.max_num_seqs
 
     def test_power_of_two_is_rays_default_router(self) -> None:
         compiled = spec(router="power_of_two", fast_paths={"direct_streaming": False})

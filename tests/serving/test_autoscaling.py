@@ -1,0 +1,173 @@
+"""Autoscaling from the plan: each knob Ray Serve reads follows from what the planner says a
+replica sustains within the profile's latency targets, and from how long a replica takes to load.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray.serve.config import AutoscalingConfig
+
+from serving.autoscaling import autoscaling, knobs_table, replica_load_s
+from serving.compiler import application, llm_configs_of
+from serving.errors import ProfileValidationError
+from serving.loading import load_profile, validate
+from serving.planner import choose_machine, decode_step_s, plan
+from serving.spec import ModelSpec
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))
+BASE: dict[str, Any] = {
+    "name": "llama-3.1-8b",
+    "source": "meta-llama/Llama-3.1-8B-Instruct",
+    "architecture": "llama-3.1-8b",
+    "accelerator": "h100-80gb",
+    "max_model_len": 8192,
+    "autoscaling": {"min_replicas": 1, "max_replicas": 4},
+}
+
+
+def spec(**changes: Any) -> ModelSpec:
+    return validate(ModelSpec, {**BASE, **changes}, "test profile")
+
+
+class TestTheTargetIsTheBatchWithinTheLatencyTarget:
+    def test_a_replica_at_its_target_decodes_within_the_inter_token_target(self) -> None:
+        for itl_ms in (12.0, 20.0, 50.0):
+            compiled = spec(latency={"itl_ms": itl_ms}, workload={"input_tokens": 1000})
+            knobs = autoscaling(compiled)
+            layout = compiled.parallelism
+            context = 1000 + compiled.workload.output_tokens // 2
+            step_s = decode_step_s(
+                compiled, choose_machine(compiled, 1), layout, int(knobs.target_ongoing_requests),
+                context,
+            )  # fmt: skip
+            assert step_s <= itl_ms / 1e3
+
+    def test_a_tighter_inter_token_target_lowers_the_target(self) -> None:
+        targets = [
+            autoscaling(spec(latency={"itl_ms": ms})).target_ongoing_requests
+            for ms in (50.0, 20.0, 12.0)
+        ]
+        assert targets[0] > targets[1] > targets[2] >= 1
+
+    def test_the_plan_reports_throughput_at_the_same_batch(self) -> None:
+        compiled = spec(latency={"itl_ms": 15.0})
+        (group,) = plan(compiled).groups
+        assert autoscaling(compiled).target_ongoing_requests == group.estimates.decode_batch
+
+
+class TestTheCapKeepsTheFirstTokenWithinItsTarget:
+    def test_the_waiting_requests_see_a_first_token_within_the_target(self) -> None:
+        compiled = spec(latency={"ttft_ms": 1500.0})
+        (group,) = plan(compiled).groups
+        knobs = autoscaling(compiled)
+        waiting = knobs.max_ongoing_requests - knobs.target_ongoing_requests
+        assert waiting >= 1
+        last_first_token_s = group.estimates.ttft_s + waiting / group.estimates.requests_per_s
+        assert last_first_token_s <= 1.5
+
+    def test_a_tighter_ttft_target_shortens_the_queue(self) -> None:
+        loose = autoscaling(spec(latency={"ttft_ms": 4000.0}))
+        tight = autoscaling(spec(latency={"ttft_ms": 500.0}))
+        assert loose.target_ongoing_requests == tight.target_ongoing_requests
+        assert loose.max_ongoing_requests > tight.max_ongoing_requests
+
+    def test_a_prefill_replica_takes_what_it_prefills_within_the_ttft_target(self) -> None:
+        compiled = spec(
+            max_model_len=16384,
+            workload={"input_tokens": 8000, "output_tokens": 300},
+            disaggregation={},
+        )
+        prefill = plan(compiled).group("prefill")
+        knobs = autoscaling(compiled, "prefill")
+        assert knobs.target_ongoing_requests * prefill.estimates.prefill_s <= 2.0
+        assert (knobs.target_ongoing_requests + 1) * prefill.estimates.prefill_s > 2.0
+
+
+class TestDelaysFollowTheLoadTime:
+    def test_a_bigger_checkpoint_loads_longer_and_is_kept_longer(self) -> None:
+        small = spec()
+        big = spec(
+            name="llama-3.3-70b", source="meta-llama/Llama-3.3-70B-Instruct",
+            architecture="llama-3.3-70b", parallelism={"tensor": 4},
+        )  # fmt: skip
+        assert autoscaling(big).load_s > autoscaling(small).load_s
+        assert autoscaling(big).downscale_delay_s > autoscaling(small).downscale_delay_s
+        assert autoscaling(big).downscale_delay_s >= 3 * autoscaling(big).load_s - 1
+
+    def test_weights_on_gcs_load_faster_than_from_hugging_face(self) -> None:
+        hub = spec()
+        bucket = spec(source="gs://my-weights/llama-3.1-8b")
+        assert replica_load_s(bucket, plan(bucket).groups[0]) < replica_load_s(
+            hub, plan(hub).groups[0]
+        )
+
+    def test_a_replica_sharing_a_node_starts_no_node(self) -> None:
+        alone = spec()  # one GPU on a3-highgpu-1g: every replica needs its own node
+        shared = spec(machine_type="a3-highgpu-8g")
+        assert autoscaling(alone).load_s - autoscaling(shared).load_s >= 60
+
+    def test_the_upscale_delay_stays_within_its_bounds(self, shipped: ModelSpec) -> None:
+        for role, _ in llm_configs_of(application(shipped)["args"]):
+            assert 10 <= autoscaling(shipped, role).upscale_delay_s <= 120
+
+
+class TestTheProfileOverrides:
+    def test_every_knob_set_in_the_profile_wins(self) -> None:
+        asked = {
+            "min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 7,
+            "max_ongoing_requests": 9, "upscale_delay_s": 1, "downscale_delay_s": 2,
+        }  # fmt: skip
+        knobs = autoscaling(spec(autoscaling=asked))
+        assert (knobs.target_ongoing_requests, knobs.max_ongoing_requests) == (7, 9)
+        assert (knobs.upscale_delay_s, knobs.downscale_delay_s) == (1, 2)
+
+    def test_a_target_alone_raises_the_derived_cap_to_reach_it(self) -> None:
+        knobs = autoscaling(spec(autoscaling={"target_ongoing_requests": 5000}))
+        assert knobs.max_ongoing_requests == 5000
+
+    def test_a_target_above_the_cap_is_refused(self) -> None:
+        with pytest.raises(ProfileValidationError) as caught:
+            spec(autoscaling={"target_ongoing_requests": 20, "max_ongoing_requests": 10})
+        error = caught.value.errors[0]
+        assert error.field == "autoscaling.target_ongoing_requests"
+        assert "max_ongoing_requests" in error.fix
+
+
+@pytest.fixture(params=PROFILES, ids=lambda path: path.stem)
+def shipped(request: pytest.FixtureRequest) -> ModelSpec:
+    return load_profile(request.param)
+
+
+def test_shipped_profiles_scale_differently_as_their_plans_differ() -> None:
+    """No two shipped replica groups whose plans differ get the same knobs, and every knob set
+    is one Ray's AutoscalingConfig accepts."""
+    knobs: dict[str, tuple[int, float, int, float, float]] = {}
+    for path in PROFILES:
+        compiled = load_profile(path)
+        for role, config in llm_configs_of(application(compiled)["args"]):
+            deployment = config["deployment_config"]
+            AutoscalingConfig(**deployment["autoscaling_config"])
+            choice = autoscaling(compiled, role)
+            batch = plan(compiled).group(role).estimates.decode_batch
+            knobs[f"{compiled.name}/{role}"] = (
+                batch,
+                choice.target_ongoing_requests,
+                deployment["max_ongoing_requests"],
+                choice.upscale_delay_s,
+                choice.downscale_delay_s,
+            )
+            assert deployment["autoscaling_config"]["target_ongoing_requests"] == (
+                choice.target_ongoing_requests
+            )
+    for (one, first), (other, second) in itertools.combinations(knobs.items(), 2):
+        assert first[1:] != second[1:], f"{one} and {other} scale alike"
+
+
+def test_the_readme_table_is_the_generated_one() -> None:
+    table = knobs_table([load_profile(path) for path in PROFILES])
+    assert table in (REPO / "README.md").read_text()
