@@ -1,6 +1,7 @@
 """Rewrite the README's generated tables from the code that holds their facts: the policy pack
-(`policies.pack.POLICIES`), the fast-path table (`serving.fast_paths.FAST_PATHS`) and the
-planner's error against the held-back published runs (`tests/calibration_set.py`).
+(`policies.pack.POLICIES`), the fast-path table (`serving.fast_paths.FAST_PATHS`), the
+planner's error against the held-back published runs (`tests/calibration_set.py`) and the
+shipped profiles' autoscaling knobs (`serving.autoscaling.knobs_table`).
 
     .venv/bin/python scripts/generate_docs.py          # rewrite README.md's marked regions
     .venv/bin/python scripts/generate_docs.py --check  # exit 1 if any region has drifted
@@ -51,10 +52,19 @@ def planner_error_table() -> str:
     return readme_error_table()
 
 
+def autoscaling_table() -> str:
+    from serving.autoscaling import knobs_table
+    from serving.loading import load_profile
+
+    profiles = sorted((ROOT / "stacks" / "models").glob("*.yaml"))
+    return knobs_table([load_profile(path) for path in profiles]).rstrip("\n")
+
+
 REGIONS: dict[str, Callable[[], str]] = {
     "policies": policies_table,
     "fast-paths": fast_paths_table,
     "planner-error": planner_error_table,
+    "autoscaling": autoscaling_table,
 }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from ray.serve.config import AutoscalingConfig
 
-from serving.autoscaling import autoscaling, knobs_table, replica_load_s
+from serving.autoscaling import autoscaling, replica_load_s
 from serving.compiler import application, llm_configs_of
 from serving.errors import ProfileValidationError
 from serving.loading import load_profile, validate
@@ -167,7 +167,3 @@ def test_shipped_profiles_scale_differently_as_their_plans_differ() -> None:
     for (one, first), (other, second) in itertools.combinations(knobs.items(), 2):
         assert first[1:] != second[1:], f"{one} and {other} scale alike"
 
-
-def test_the_readme_table_is_the_generated_one() -> None:
-    table = knobs_table([load_profile(path) for path in PROFILES])
-    assert table in (REPO / "README.md").read_text()
