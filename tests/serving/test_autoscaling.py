@@ -166,4 +166,3 @@ def test_shipped_profiles_scale_differently_as_their_plans_differ() -> None:
             )
     for (one, first), (other, second) in itertools.combinations(knobs.items(), 2):
         assert first[1:] != second[1:], f"{one} and {other} scale alike"
-
