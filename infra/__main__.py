@@ -18,6 +18,8 @@ from infra.components import (
     GpuNodePoolArgs,
     NodeServiceAccount,
     NodeServiceAccountArgs,
+    Observability,
+    ObservabilityArgs,
     ServingPlane,
     ServingPlaneArgs,
     SystemNodePool,
@@ -88,6 +90,14 @@ def build(stack: Stack, platform: PlatformPlan, secrets: ServingSecrets) -> None
         ),
         pulumi.ResourceOptions(depends_on=[system_pool, *gpu_pools.values()]),
     )  # fmt: skip
+    observability = Observability(
+        f"{PREFIX}-observability",
+        ObservabilityArgs(
+            stack=stack.name, project=platform.cluster.project, models=stack.profiles,
+            gpu_pools=platform.gpu_pools, config=stack.config, provider=serving.provider,
+        ),
+        pulumi.ResourceOptions(depends_on=[serving]),
+    )  # fmt: skip
     pulumi.export("cluster_name", cluster.cluster_name)
     pulumi.export("cluster_endpoint", cluster.endpoint)
     pulumi.export("kubeconfig", cluster.kubeconfig)
@@ -95,6 +105,7 @@ def build(stack: Stack, platform: PlatformPlan, secrets: ServingSecrets) -> None
     pulumi.export("gpu_node_pools", {name: pool.pool_name for name, pool in gpu_pools.items()})
     pulumi.export("machine_type_label", MACHINE_TYPE_LABEL)
     pulumi.export("rayservices", serving.rayservices)
+    pulumi.export("dashboard", observability.dashboard_id)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ from serving.loading import display_path, load_profile, read_yaml, validate
 from serving.ray_release import DEFAULT_RAY_IMAGE, RAY_FLOOR, image_ray_version
 from serving.spec import ModelSpec
 
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_CHANNEL = re.compile(r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
+
 NAMESPACE = "servestack"
 GCP_NAMESPACE = "gcp"
 DEFAULT_STACK = "dev"
@@ -196,6 +199,40 @@ class StackConfig(BaseModel):
     stream_timeout_s: int = Field(
         default=600, ge=30, le=7200, description="Longest a streamed answer may run, seconds."
     )
+    alert_emails: list[str] = Field(
+        default_factory=list,
+        description="Email addresses the alert policies notify (one notification channel each).",
+    )
+    alert_channels: list[str] = Field(
+        default_factory=list,
+        description="Existing Cloud Monitoring notification channels the alert policies notify, "
+        "as projects/<project>/notificationChannels/<id> (Slack, PagerDuty, ...).",
+    )
+
+    @field_validator("alert_emails")
+    @classmethod
+    def _emails(cls, emails: list[str]) -> list[str]:
+        for email in emails:
+            if not _EMAIL.match(email):
+                raise FixableValueError(
+                    f"'{email}' is not an email address",
+                    "use name@example.com",
+                    field="alert_emails",
+                )
+        return emails
+
+    @field_validator("alert_channels")
+    @classmethod
+    def _channels(cls, channels: list[str]) -> list[str]:
+        for channel in channels:
+            if not _CHANNEL.match(channel):
+                raise FixableValueError(
+                    f"'{channel}' is not a notification channel's name",
+                    "use projects/<project>/notificationChannels/<id>, as `gcloud beta "
+                    "monitoring channels list --format='value(name)'` prints it",
+                    field="alert_channels",
+                )
+        return channels
 
     @field_validator("edge_host")
     @classmethod

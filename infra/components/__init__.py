@@ -10,6 +10,7 @@ from infra.components.node_pools import (
     SystemNodePool,
     SystemNodePoolArgs,
 )
+from infra.components.observability import Observability, ObservabilityArgs
 from infra.components.serving import (
     EdgeIngress,
     EdgeIngressArgs,
@@ -33,6 +34,8 @@ __all__ = [
     "LlmServiceArgs",
     "NodeServiceAccount",
     "NodeServiceAccountArgs",
+    "Observability",
+    "ObservabilityArgs",
     "ServingPlane",
     "ServingPlaneArgs",
     "SystemNodePool",

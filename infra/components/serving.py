@@ -296,6 +296,8 @@ class ServingPlane(pulumi.ComponentResource):
     KubeRay operator (unless GKE's add-on runs it), the edge, and one LlmService per model."""
 
     rayservices: pulumi.Output[dict[str, str]]
+    # The cluster's Kubernetes provider, for components that put more objects on it.
+    provider: k8s.Provider
 
     def __init__(
         self, name: str, args: ServingPlaneArgs, opts: pulumi.ResourceOptions | None = None
@@ -308,6 +310,7 @@ class ServingPlane(pulumi.ComponentResource):
             enable_server_side_apply=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.provider = provider
         on_cluster = pulumi.ResourceOptions(parent=self, providers=[provider])
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata={"name": SERVING_NAMESPACE}, opts=on_cluster

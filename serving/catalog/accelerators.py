@@ -22,6 +22,9 @@ class Accelerator(BaseModel):
 
     key: str = Field(description="Catalog key used in model profiles, e.g. 'h100-80gb'.")
     display_name: str = Field(description="Human-readable name.")
+    product_name: str = Field(
+        description="The name nvidia-smi and NVIDIA's DCGM exporter report (its modelName label)."
+    )
     ray_accelerator_type: str = Field(
         description="Ray's accelerator_type name (ray.util.accelerators), e.g. 'H100'. Ray "
         "detects both A100s as 'A100'; the A100-40G/-80G names must be declared as node "
@@ -54,6 +57,7 @@ ACCELERATORS: dict[str, Accelerator] = {
         Accelerator(
             key="h100-80gb",
             display_name="NVIDIA H100 80GB SXM",
+            product_name="NVIDIA H100 80GB HBM3",
             ray_accelerator_type="H100",
             memory_bytes=81_559 * MIB,
             hbm_bandwidth_bytes_per_s=3.35 * TB,
@@ -68,6 +72,7 @@ ACCELERATORS: dict[str, Accelerator] = {
         Accelerator(
             key="h200-141gb",
             display_name="NVIDIA H200 141GB SXM",
+            product_name="NVIDIA H200",
             ray_accelerator_type="H200",
             memory_bytes=143_771 * MIB,
             hbm_bandwidth_bytes_per_s=4.8 * TB,
@@ -83,6 +88,7 @@ ACCELERATORS: dict[str, Accelerator] = {
         Accelerator(
             key="a100-80gb",
             display_name="NVIDIA A100 80GB SXM",
+            product_name="NVIDIA A100-SXM4-80GB",
             ray_accelerator_type="A100-80G",
             memory_bytes=81_920 * MIB,
             hbm_bandwidth_bytes_per_s=2.039 * TB,
@@ -96,6 +102,7 @@ ACCELERATORS: dict[str, Accelerator] = {
         Accelerator(
             key="a100-40gb",
             display_name="NVIDIA A100 40GB SXM",
+            product_name="NVIDIA A100-SXM4-40GB",
             ray_accelerator_type="A100-40G",
             memory_bytes=40_960 * MIB,
             hbm_bandwidth_bytes_per_s=1.555 * TB,

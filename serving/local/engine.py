@@ -38,6 +38,7 @@ from ray.llm._internal.serve.core.configs.openai_api_models import (
 from ray.llm._internal.serve.core.engine.protocol import LLMEngine
 from ray.llm._internal.serve.core.protocol import RawRequestInfo
 
+from serving.local.engine_metrics import EngineMetrics
 from serving.local.simulation import (
     PrefixCache,
     SimulationSettings,
@@ -89,6 +90,7 @@ class SimulatedEngine(LLMEngine):
         self.fingerprint = FINGERPRINT_PREFIX + uuid.uuid4().hex[:8]
         self.steps = StepLoop(self.settings)
         self.requests_served = 0
+        self.metrics: EngineMetrics | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -98,6 +100,10 @@ class SimulatedEngine(LLMEngine):
             self.fingerprint = f"{FINGERPRINT_PREFIX}{replica}"
         except RuntimeError:  # outside a Serve replica (unit tests)
             pass
+        if self.llm_config.log_engine_metrics:
+            self.metrics = EngineMetrics(
+                self.model_id, self.steps.queue_lengths, self.settings.cache_tokens
+            )
 
     async def check_health(self) -> None:
         return None
@@ -131,14 +137,21 @@ class SimulatedEngine(LLMEngine):
             )
         cached = self.cache.admit(tokens)
         self.requests_served += 1
+        if self.metrics is not None:
+            self.metrics.admitted(len(tokens), cached)
         return _Generation(len(tokens), cached, wanted)
 
     async def _words(self, generation: _Generation) -> AsyncIterator[str]:
         """The output, paced by the replica's engine steps: the uncached prompt is prefilled in
         chunks beside the sequences already decoding, then one word comes per step."""
         uncached = generation.prompt_tokens - generation.cached_tokens
-        async for index in self.steps.generate(uncached, generation.max_tokens):
-            yield f" w{index}"
+        steps = self.steps.generate(uncached, generation.max_tokens)
+        words: AsyncIterator[str] = (f" w{index}" async for index in steps)
+        if self.metrics is not None:
+            held = generation.prompt_tokens + generation.max_tokens
+            words = self.metrics.timed(words, held)
+        async for word in words:
+            yield word
 
     def _usage(self, generation: _Generation) -> dict[str, Any]:
         return {

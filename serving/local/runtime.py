@@ -29,6 +29,7 @@ from typing import Any
 
 from serving.local import cleanup
 from serving.local.app import Engine, cpus_needed, local_application, local_env, tiny_family
+from serving.local.observed import ObservedRun, registered
 from serving.local.simulation import SimulationSettings
 from serving.local.tiny_models import tiny_model
 from serving.spec import ModelSpec
@@ -109,8 +110,10 @@ def local_serve(
             from ray import serve
 
             http_port = port or free_port()
+            metrics_port = free_port()
             ray.init(
                 address="local",
+                _metrics_export_port=metrics_port,
                 num_cpus=cpus_needed(spec),
                 num_gpus=0,
                 object_store_memory=OBJECT_STORE_BYTES,
@@ -125,7 +128,13 @@ def local_serve(
                 endpoint = f"http://127.0.0.1:{http_port}"
                 _wait_ready(application["name"], endpoint, ready_timeout_s)
                 _wait_haproxy_settled(Path(run_dir))
-                yield LocalServe(endpoint, spec.name, application, env)
+                scrape = {"ray": f"http://127.0.0.1:{metrics_port}/metrics"}
+                if spec.fast_paths.haproxy:
+                    haproxy_port = env["RAY_SERVE_HAPROXY_METRICS_PORT"]
+                    scrape["haproxy"] = f"http://127.0.0.1:{haproxy_port}/metrics"
+                observed = ObservedRun(os.getpid(), spec.name, endpoint, scrape)
+                with registered(observed):
+                    yield LocalServe(endpoint, spec.name, application, env)
             finally:
                 # What runs now is what may outlive Ray's shutdown (vLLM's engine processes).
                 counted = cleanup.merge(counted, cleanup.census())

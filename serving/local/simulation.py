@@ -224,6 +224,11 @@ class StepLoop:
     def running(self) -> int:
         return len(self._scheduled)
 
+    def queue_lengths(self) -> tuple[int, int]:
+        """(running, waiting) sequences now, finished and cancelled ones left out."""
+        running = sum(1 for s in self._scheduled if s.output_left and not s.cancelled)
+        return running, sum(1 for s in self._waiting if not s.cancelled)
+
     async def generate(self, uncached_tokens: int, max_tokens: int) -> AsyncIterator[int]:
         """Yields 0, 1, ... as each output token is produced. At least one prompt token is
         always computed (vLLM recomputes the last one of a fully cached prompt)."""

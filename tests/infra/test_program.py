@@ -69,6 +69,12 @@ class TestShippedStacks:
         counted = Counter(r.type for r in mocks.registered if r.custom)
         models = load_stack(stack, REPO).profiles.values()
         from_huggingface = sum(1 for spec in models if not spec.source.startswith("gs://"))
+        emails = load_stack(stack, REPO).config.alert_emails
+        gpus_kept = {
+            catalog.ACCELERATORS[catalog.MACHINE_TYPES[machine].accelerator].product_name
+            for machine, (fewest, _, _) in planned_pools(REPO, stack).items()
+            if fewest
+        }
         assert counted == {
             # The serving plane: a namespace each for models, KubeRay and the edge; the edge's
             # TLS Secret and API-key hashes; per model a service account, a RayService and a
@@ -101,7 +107,17 @@ class TestShippedStacks:
             "gcp:projects/serviceIdentity:ServiceIdentity": 1,
             "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": 1,
             NODE_POOL: 1 + len(planned_pools(REPO, stack)),
-        }
+            # Observability: Ray nodes, the edge and the operator scraped; one dashboard; an
+            # email channel per address; five alert policies per model and one per GPU model the
+            # pools keep nodes of.
+            "kubernetes:monitoring.googleapis.com/v1:PodMonitoring": 3,
+            "gcp:monitoring/dashboard:Dashboard": 1,
+            "gcp:monitoring/alertPolicy:AlertPolicy": 5 * len(models) + len(gpus_kept),
+        } | (
+            {"gcp:monitoring/notificationChannel:NotificationChannel": len(emails)}
+            if emails
+            else {}
+        )
 
     @pytest.mark.parametrize("stack", STACKS)
     def test_gpu_pools_follow_the_catalog_and_the_plans(
@@ -157,6 +173,7 @@ class TestShippedStacks:
             "gpu_node_pools",
             "machine_type_label",
             "rayservices",
+            "dashboard",
         }
         rayservices, _ = resolve(pulumi.Output.from_input(outputs["rayservices"]))
         assert rayservices == {

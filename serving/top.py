@@ -1,0 +1,180 @@
+"""`servestack top`: the dashboard's signals per model, live in a terminal.
+
+It scrapes Prometheus text from metrics endpoints (a local run's, found through
+`serving.local.observed`, or any URL: a port-forwarded Ray head's :8080/metrics), keeps the
+previous scrape, and turns the difference into the figures the dashboard draws: requests/s,
+output tokens/s, TTFT and inter-token p50/p99, running and waiting requests, KV-cache usage and
+prefix-cache hit rate. Metric names come from `serving.metrics`, as the dashboard's do.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import urllib.request
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+from rich.table import Table
+
+from serving.metrics import engine
+
+# (series name, sorted labels) -> value
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+SCRAPE_TIMEOUT_S = 5.0
+
+
+def scrape(url: str) -> Samples:
+    with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as response:
+        text = response.read().decode()
+    return parse(text)
+
+
+def parse(text: str) -> Samples:
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    at_s: float
+    samples: Samples
+
+
+def _by_model(samples: Samples, name: str) -> dict[str, float]:
+    """A series summed per model_name (over replicas and engines)."""
+    totals: dict[str, float] = defaultdict(float)
+    for (series, labels), value in samples.items():
+        if series == name:
+            totals[dict(labels).get("model_name", "")] += value
+    return totals
+
+
+def _max_by_model(samples: Samples, name: str) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for (series, labels), value in samples.items():
+        if series == name:
+            model = dict(labels).get("model_name", "")
+            found[model] = max(found.get(model, 0.0), value)
+    return found
+
+
+def _buckets(samples: Samples, histogram: str) -> dict[str, dict[float, float]]:
+    """Cumulative bucket counts per model: model -> upper bound -> count."""
+    found: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    for (series, labels), value in samples.items():
+        if series == f"{histogram}_bucket":
+            label = dict(labels)
+            found[label.get("model_name", "")][float(label["le"])] += value
+    return found
+
+
+def quantile(q: float, buckets: Mapping[float, float]) -> float | None:
+    """Prometheus' histogram_quantile over cumulative buckets (linear inside a bucket)."""
+    bounds = sorted(buckets)
+    if not bounds or buckets[bounds[-1]] <= 0:
+        return None
+    rank, lower, below = q * buckets[bounds[-1]], 0.0, 0.0
+    for bound in bounds:
+        count = buckets[bound]
+        if count >= rank:
+            if math.isinf(bound):
+                return lower
+            share = (rank - below) / (count - below) if count > below else 0.0
+            return lower + (bound - lower) * share
+        lower, below = bound, count
+    return None
+
+
+@dataclass(frozen=True)
+class ModelFigures:
+    model: str
+    requests_per_s: float
+    output_tokens_per_s: float
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    itl_p50_s: float | None
+    itl_p99_s: float | None
+    running: float
+    waiting: float
+    kv_cache_usage: float
+    prefix_hit_rate: float | None
+
+
+def figures(before: Snapshot, after: Snapshot) -> list[ModelFigures]:
+    """Per model, what happened between two scrapes (rates) and where things stand (gauges)."""
+    seconds = max(after.at_s - before.at_s, 1e-9)
+
+    def rate(name: str) -> dict[str, float]:
+        old, new = _by_model(before.samples, name), _by_model(after.samples, name)
+        return {m: max(0.0, v - old.get(m, 0.0)) / seconds for m, v in new.items()}
+
+    def window(histogram: str) -> dict[str, dict[float, float]]:
+        old, new = _buckets(before.samples, histogram), _buckets(after.samples, histogram)
+        return {
+            m: {le: count - old.get(m, {}).get(le, 0.0) for le, count in bounds.items()}
+            for m, bounds in new.items()
+        }
+
+    done = rate(engine("vllm:request_success"))
+    tokens = rate(engine("vllm:generation_tokens"))
+    hits, asked = rate(engine("vllm:prefix_cache_hits")), rate(engine("vllm:prefix_cache_queries"))
+    ttft = window(engine("vllm:time_to_first_token_seconds"))
+    itl = window(engine("vllm:inter_token_latency_seconds"))
+    running = _by_model(after.samples, engine("vllm:num_requests_running"))
+    waiting = _by_model(after.samples, engine("vllm:num_requests_waiting"))
+    kv = _max_by_model(after.samples, engine("vllm:kv_cache_usage_perc"))
+    models = sorted(set(running) | set(done) | set(ttft))
+    return [
+        ModelFigures(
+            model=model,
+            requests_per_s=done.get(model, 0.0),
+            output_tokens_per_s=tokens.get(model, 0.0),
+            ttft_p50_s=quantile(0.5, ttft.get(model, {})),
+            ttft_p99_s=quantile(0.99, ttft.get(model, {})),
+            itl_p50_s=quantile(0.5, itl.get(model, {})),
+            itl_p99_s=quantile(0.99, itl.get(model, {})),
+            running=running.get(model, 0.0),
+            waiting=waiting.get(model, 0.0),
+            kv_cache_usage=kv.get(model, 0.0),
+            prefix_hit_rate=hits.get(model, 0.0) / asked[model] if asked.get(model) else None,
+        )
+        for model in models
+        if model
+    ]
+
+
+def _ms(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1e3:,.1f} ms"
+
+
+def table(rows: Iterable[ModelFigures], title: str) -> Table:
+    """The figures as one rich table, a row per model."""
+    view = Table(title=title, title_justify="left")
+    for header in (
+        "model", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99",
+        "running", "waiting", "KV cache", "prefix hit",
+    ):  # fmt: skip
+        view.add_column(header, justify="left" if header == "model" else "right")
+    for row in rows:
+        view.add_row(
+            row.model, f"{row.requests_per_s:,.2f}", f"{row.output_tokens_per_s:,.0f}",
+            _ms(row.ttft_p50_s), _ms(row.ttft_p99_s), _ms(row.itl_p50_s), _ms(row.itl_p99_s),
+            f"{row.running:g}", f"{row.waiting:g}", f"{row.kv_cache_usage:.0%}",
+            "—" if row.prefix_hit_rate is None else f"{row.prefix_hit_rate:.2f}",
+        )  # fmt: skip
+    return view
+
+
+def snapshot(urls: Iterable[str]) -> Snapshot:
+    """One scrape of every endpoint, merged (each local run is its own Ray)."""
+    merged: Samples = {}
+    for url in urls:
+        for key, value in scrape(url).items():
+            merged[key] = merged.get(key, 0.0) + value
+    return Snapshot(time.monotonic(), merged)
