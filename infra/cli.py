@@ -6,6 +6,7 @@ a fix, exit code 2, and no traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import asdict
@@ -14,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
@@ -474,6 +476,53 @@ def bench_command(
             highlight=False,
         )
         raise typer.Exit(1)
+
+
+@app.command("top")
+def top_command(
+    local: Annotated[
+        bool, typer.Option("--local", help="Watch every local run on this machine.")
+    ] = False,
+    url: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A metrics endpoint to watch, e.g. a port-forwarded Ray head's "
+            "http://127.0.0.1:8080/metrics (repeatable)."
+        ),
+    ] = None,
+    interval: Annotated[float, typer.Option(help="Seconds between scrapes.")] = 2.0,
+    seconds: Annotated[
+        float | None, typer.Option(help="Stop after this many seconds; unset, run until Ctrl-C.")
+    ] = None,
+) -> None:
+    """Live per-model figures (requests/s, TTFT, inter-token latency, queue, KV cache, prefix
+    hits) from the same metrics the dashboard draws."""
+    from serving import top
+    from serving.local.observed import running
+
+    _positive(interval, "--interval")
+    if local == bool(url):
+        raise ServestackError(
+            "command line", "--local/--url", "say where to look: --local or --url, not both",
+            "servestack top --local, or servestack top --url http://HOST:8080/metrics",
+        )  # fmt: skip
+
+    def endpoints() -> list[str]:
+        if url:
+            return list(url)
+        return [u for run in running() for u in run.metrics.values()]
+
+    if local and not endpoints():
+        raise ServestackError(
+            "command line", "--local", "no local run is serving on this machine",
+            "start one: servestack serve --local, or servestack bench --local",
+        )  # fmt: skip
+    with contextlib.suppress(KeyboardInterrupt):
+        if not console.is_terminal:
+            top.watch(endpoints, console.print, interval_s=interval, seconds=seconds)
+            return
+        with Live(console=console, refresh_per_second=4) as live:
+            top.watch(endpoints, live.update, interval_s=interval, seconds=seconds)
 
 
 def _engine(name: str) -> Engine:

@@ -13,7 +13,7 @@ import math
 import time
 import urllib.request
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -178,3 +178,24 @@ def snapshot(urls: Iterable[str]) -> Snapshot:
         for key, value in scrape(url).items():
             merged[key] = merged.get(key, 0.0) + value
     return Snapshot(time.monotonic(), merged)
+
+
+def watch(
+    endpoints: Callable[[], list[str]],
+    show: Callable[[Table], None],
+    *,
+    interval_s: float,
+    seconds: float | None = None,
+    title: str = "servestack top",
+) -> int:
+    """Scrape `endpoints()` every `interval_s`, `show` a table of the figures between the last
+    two scrapes, until `seconds` have passed (or forever). Returns the tables shown."""
+    started = time.monotonic()
+    before = snapshot(endpoints())
+    shown = 0
+    while seconds is None or time.monotonic() - started < seconds:
+        time.sleep(interval_s)
+        after = snapshot(endpoints())
+        show(table(figures(before, after), f"{title} · every {interval_s:g} s"))
+        shown, before = shown + 1, after
+    return shown
