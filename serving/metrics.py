@@ -124,7 +124,6 @@ class Family:
         return (self.name,)
 
 
-
 _VLLM_ORIGIN = f"vLLM {VLLM_VERSION} vllm/v1/metrics/loggers.py (PrometheusStatLogger)"
 _SERVE = "Ray 2.56.1 ray/serve/_private/"
 
