@@ -1,7 +1,8 @@
 """Rewrite the README's generated tables from the code that holds their facts: the policy pack
 (`policies.pack.POLICIES`), the fast-path table (`serving.fast_paths.FAST_PATHS`), the
-planner's error against the held-back published runs (`tests/calibration_set.py`) and the
-shipped profiles' autoscaling knobs (`serving.autoscaling.knobs_table`).
+planner's error against the held-back published runs (`tests/calibration_set.py`), the
+shipped profiles' autoscaling knobs (`serving.autoscaling.knobs_table`), and the dashboard's
+panels, the alert policies and the metric catalog (`infra.monitoring`, `serving.metrics`).
 
     .venv/bin/python scripts/generate_docs.py          # rewrite README.md's marked regions
     .venv/bin/python scripts/generate_docs.py --check  # exit 1 if any region has drifted
@@ -60,7 +61,44 @@ def autoscaling_table() -> str:
     return knobs_table([load_profile(path) for path in profiles]).rstrip("\n")
 
 
+def dashboard_panels() -> str:
+    from infra.config import load_stack
+    from infra.monitoring import model_panels, stack_panels
+
+    (spec, *_) = load_stack("dev", ROOT).profiles.values()
+    rows = ["| group | panel | queries (legend) |", "| --- | --- | --- |"]
+    rows += [f"| per model | {p.title} | {', '.join(p.queries)} |" for p in model_panels(spec)]
+    rows += [f"| stack | {p.title} | {', '.join(p.queries)} |" for p in stack_panels()]
+    return "\n".join(rows)
+
+
+def alerts_table() -> str:
+    from infra.config import load_stack
+    from infra.monitoring import alert_rules, gpu_node_minimums
+    from infra.platform import plan_platform
+
+    stack = load_stack("dev", ROOT)
+    rules = alert_rules(stack.profiles.values(), gpu_node_minimums(plan_platform(stack).gpu_pools))
+    rows = ["| alert (dev stack) | for | severity | runbook |", "| --- | --- | --- | --- |"]
+    rows += [f"| {r.title} | {r.for_s // 60} min | {r.severity} | {r.runbook} |" for r in rules]
+    return "\n".join(rows)
+
+
+def metrics_table() -> str:
+    from serving.metrics import FAMILIES
+
+    rows = ["| metric family | exporter | defined in | on the local plane |"]
+    rows.append("| --- | --- | --- | --- |")
+    for family in FAMILIES.values():
+        local = "scraped by the test" if family.local else "cluster only"
+        rows.append(f"| `{family.name}` | {family.exporter} | {family.origin} | {local} |")
+    return "\n".join(rows)
+
+
 REGIONS: dict[str, Callable[[], str]] = {
+    "dashboard-panels": dashboard_panels,
+    "alerts": alerts_table,
+    "metrics": metrics_table,
     "policies": policies_table,
     "fast-paths": fast_paths_table,
     "planner-error": planner_error_table,

@@ -127,9 +127,8 @@ class Family:
 _VLLM_ORIGIN = f"vLLM {VLLM_VERSION} vllm/v1/metrics/loggers.py (PrometheusStatLogger)"
 _SERVE = "Ray 2.56.1 ray/serve/_private/"
 
-EDGE_RESPONSES = "haproxy_backend_http_responses_total"
-SERVE_REQUESTS = "ray_serve_deployment_request_counter_total"
-SERVE_ERRORS = "ray_serve_deployment_error_counter_total"
+# Responses by code of an HAProxy backend: the edge's (a model's route), Serve's (its app).
+HAPROXY_RESPONSES = "haproxy_backend_http_responses_total"
 SERVE_REPLICA_HEALTHY = "ray_serve_deployment_replica_healthy"
 SERVE_TARGET_REPLICAS = "ray_serve_autoscaling_target_replicas"
 SERVE_HAPROXY_RELOADS = "ray_serve_haproxy_update_latency_s_count"
@@ -144,10 +143,8 @@ FAMILIES: dict[str, Family] = {
             Family(m.scraped, m.kind, "vllm", f"{_VLLM_ORIGIN}: {m.vllm_name}")
             for m in ENGINE_METRICS.values()
         ),
-        Family(EDGE_RESPONSES, "counter", "haproxy", "HAProxy's Prometheus exporter "
+        Family(HAPROXY_RESPONSES, "counter", "haproxy", "HAProxy's Prometheus exporter "
                "(addons/promex), the edge's and Ray Serve's HAProxy alike"),
-        Family(SERVE_REQUESTS, "counter", "ray_serve", _SERVE + "replica.py"),
-        Family(SERVE_ERRORS, "counter", "ray_serve", _SERVE + "replica.py"),
         Family(SERVE_REPLICA_HEALTHY, "gauge", "ray_serve", _SERVE + "deployment_state.py"),
         Family(SERVE_TARGET_REPLICAS, "gauge", "ray_serve", _SERVE + "deployment_state.py"),
         Family(SERVE_HAPROXY_RELOADS.removesuffix("_count"), "histogram", "ray_serve",

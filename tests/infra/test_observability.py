@@ -39,7 +39,7 @@ STACKS = ["dev", "prod"]
 # The panels the dashboard draws for each model, by title.
 MODEL_PANELS = {
     "Edge requests/s by code",
-    "Serve requests/s and errors",
+    "Serve requests/s by code",
     "Time to first token",
     "Inter-token latency",
     "Output tokens/s",
