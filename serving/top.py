@@ -150,17 +150,19 @@ def figures(before: Snapshot, after: Snapshot) -> list[ModelFigures]:
 
 
 def _ms(seconds: float | None) -> str:
-    return "—" if seconds is None else f"{seconds * 1e3:,.1f} ms"
+    return "—" if seconds is None else f"{seconds * 1e3:,.1f}"
 
 
 def table(rows: Iterable[ModelFigures], title: str) -> Table:
-    """The figures as one rich table, a row per model."""
+    """The figures as one rich table, a row per model; latencies in milliseconds."""
+    rows = list(rows)
     view = Table(title=title, title_justify="left")
+    view.add_column("model", no_wrap=True, min_width=max([5, *(len(r.model) for r in rows)]))
     for header in (
-        "model", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99",
-        "running", "waiting", "KV cache", "prefix hit",
+        "req/s", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms",
+        "run", "wait", "KV cache", "prefix hit",
     ):  # fmt: skip
-        view.add_column(header, justify="left" if header == "model" else "right")
+        view.add_column(header, justify="right")
     for row in rows:
         view.add_row(
             row.model, f"{row.requests_per_s:,.2f}", f"{row.output_tokens_per_s:,.0f}",
