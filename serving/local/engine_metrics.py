@@ -9,6 +9,7 @@ exactly as they read the cluster.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -20,6 +21,10 @@ from serving.metrics import ENGINE_METRICS, RAY_REPLICA_LABEL, VLLM_LABELS, Engi
 
 # A simulated request always runs to max_tokens (vllm.v1.engine.FinishReason.LENGTH).
 FINISHED_BY_LENGTH = "length"
+# Ray 2.56 exports a gauge only if it was set since the last export (its OpenTelemetry recorder
+# clears gauges once read), so the queue gauges are set again this often, as vLLM sets them on
+# every engine step.
+GAUGE_REFRESH_S = 1.0
 
 
 def _replica_id() -> str:
@@ -67,6 +72,11 @@ class EngineMetrics:
         self._metrics["vllm:num_requests_running"].set(running, tags=self._tags)
         self._metrics["vllm:num_requests_waiting"].set(waiting, tags=self._tags)
         self._metrics["vllm:kv_cache_usage_perc"].set(usage, tags=self._tags)
+
+    async def refresh_forever(self) -> None:
+        while True:
+            self.refresh_queue()
+            await asyncio.sleep(GAUGE_REFRESH_S)
 
     def admitted(self, prompt_tokens: int, cached_tokens: int) -> None:
         self._counter("vllm:prefix_cache_queries", prompt_tokens)

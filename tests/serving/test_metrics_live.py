@@ -58,7 +58,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             env=os.environ | {"COLUMNS": "160"},
         )  # fmt: skip
         workload = Workload(
-            name="multi-prompt", input_tokens=400, output_tokens=40, requests=160,
+            name="multi-prompt", input_tokens=400, output_tokens=40, requests=600,
             concurrency=8, shared_prefixes=2, prefix_tokens=300,
         )  # fmt: skip
         results, _ = asyncio.run(run_load(endpoint, build_requests(workload, spec.name), 8))
