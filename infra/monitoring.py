@@ -1,9 +1,9 @@
 """What a stack's serving plane is scraped from, and what is drawn and alerted on.
 
 - `pod_monitorings`: GKE managed Prometheus PodMonitorings for every Ray head and worker (Ray's
-  metrics export, which carries Serve's and vLLM's metrics, and Ray Serve's HAProxy exporter),
-  the HAProxy edge (its stats frontend, inside the cluster, never through the load balancer) and
-  the KubeRay operator;
+  metrics export, which carries Serve's and vLLM's metrics, and Ray Serve's HAProxy exporter)
+  and the KubeRay operator (the HAProxy edge's, on its stat port inside the cluster, is
+  `infra/edge.py`'s);
 - `dashboard`: one Cloud Monitoring dashboard per stack, PromQL panels per model;
 - `alert_rules`: the alert policies, each with a runbook line.
 
@@ -19,8 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from infra.manifests import EDGE_NAMESPACE, SERVING_NAMESPACE, resource_name, serve_service_name
+from infra.manifests import resource_name, serve_service_name
+from infra.namespaces import KUBERAY_NAMESPACE, SERVING_NAMESPACE
 from infra.platform import GpuPoolSpec
+from infra.ray_security import METRICS, SERVE_HAPROXY_METRICS
 from serving import catalog, metrics
 from serving.metrics import engine
 from serving.planner import plan
@@ -28,17 +30,8 @@ from serving.spec import ModelSpec
 
 MONITORING_API_VERSION = "monitoring.googleapis.com/v1"
 SCRAPE_INTERVAL = "30s"
-# KubeRay starts every Ray container with --metrics-export-port=8080 (its default).
-RAY_METRICS_PORT = 8080
-# Ray Serve's HAProxy serves HAProxy's Prometheus exporter here (RAY_SERVE_HAPROXY_METRICS_PORT).
-SERVE_HAPROXY_METRICS_PORT = 9101
-# The haproxytech controller's stats frontend: `bind *:1024` with the Prometheus exporter on
-# /metrics (fs/usr/local/etc/haproxy/haproxy.cfg in haproxytech/kubernetes-ingress). Scraped
-# pod to pod, so the edge's load balancer never exposes it.
-EDGE_STATS_PORT = 1024
 # The kuberay-operator container's metrics port (controller-runtime's /metrics).
 KUBERAY_METRICS_PORT = 8080
-KUBERAY_NAMESPACE = "kuberay-system"
 RATE_WINDOW = "5m"
 
 
@@ -76,14 +69,15 @@ def _pod_monitoring(
 
 
 def pod_monitorings(*, kuberay_helm: bool) -> list[dict[str, Any]]:
-    """The PodMonitorings of a stack. The operator is scraped only where servestack installs it
-    (GKE's Ray add-on runs its operator out of reach)."""
+    """The PodMonitorings of a stack's Ray nodes and operator (the edge's is the edge's own).
+    The operator is scraped only where servestack installs it (GKE's Ray add-on runs its
+    operator out of reach)."""
     found = [
         _pod_monitoring(
             "ray-nodes",
             SERVING_NAMESPACE,
             {"ray.io/is-ray-node": "yes"},
-            {RAY_METRICS_PORT: KEEP_RAY, SERVE_HAPROXY_METRICS_PORT: KEEP_HAPROXY},
+            {METRICS.port: KEEP_RAY, SERVE_HAPROXY_METRICS.port: KEEP_HAPROXY},
             targetLabels={
                 "fromPod": [
                     {"from": "ray.io/cluster", "to": "ray_cluster"},
@@ -91,11 +85,7 @@ def pod_monitorings(*, kuberay_helm: bool) -> list[dict[str, Any]]:
                 ]
             },
         ),
-        _pod_monitoring(
-            "edge", EDGE_NAMESPACE, {"app.kubernetes.io/name": "kubernetes-ingress"},
-            {EDGE_STATS_PORT: KEEP_HAPROXY},
-        ),
-    ]  # fmt: skip
+    ]
     if kuberay_helm:
         found.append(
             _pod_monitoring(

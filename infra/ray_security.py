@@ -51,6 +51,8 @@ class RayPort:
 GCS = RayPort("gcs-server", 6379)
 DASHBOARD = RayPort("dashboard", 8265)
 METRICS = RayPort("metrics", 8080, start_param="metrics-export-port")
+# Ray Serve's HAProxy serves HAProxy's Prometheus exporter here (RAY_SERVE_HAPROXY_METRICS_PORT).
+SERVE_HAPROXY_METRICS = RayPort("serve-haproxy-metrics", 9101)
 SERVE = RayPort("serve", SERVE_PORT)
 CLUSTER_PORTS = (
     GCS,
@@ -179,7 +181,7 @@ def model_network_policy(
     ingress: list[dict[str, Any]] = [
         {"from": [own], "ports": _ports(CLUSTER_PORTS)},
         {"from": [_namespace(edge_namespace)], "ports": _ports([SERVE])},
-        {"from": [_namespace(GMP_NAMESPACE)], "ports": _ports([METRICS])},
+        {"from": [_namespace(GMP_NAMESPACE)], "ports": _ports([METRICS, SERVE_HAPROXY_METRICS])},
     ]
     # GKE's Ray add-on runs the operator where GKE chooses; the dashboard then stays open to
     # the cluster at the network level and closed by the token.

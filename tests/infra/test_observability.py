@@ -183,7 +183,7 @@ class TestWhatTheProgramRegisters:
         )
         where = {(m.inputs["metadata"]["namespace"], m.inputs["metadata"]["name"]) for m in found}
         assert where == {
-            ("llm", "ray-nodes"), ("edge", "edge"), ("kuberay-system", "kuberay-operator"),
+            ("llm", "ray-nodes"), ("edge", "edge-haproxy"), ("kuberay-system", "kuberay-operator"),
         }  # fmt: skip
         for monitoring in found:
             manifest = {

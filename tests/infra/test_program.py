@@ -82,8 +82,9 @@ class TestShippedStacks:
             "pulumi:providers:kubernetes": 1,
             "kubernetes:core/v1:Namespace": 3,
             "kubernetes:helm.sh/v3:Release": 2,
-            # HAProxy's metrics, scraped inside the cluster (off the edge's load balancer).
-            "kubernetes:monitoring.googleapis.com/v1:PodMonitoring": 1,
+            # Scraped by managed Prometheus: the edge's HAProxy (inside the cluster, off its load
+            # balancer), every model's Ray nodes and the KubeRay operator.
+            "kubernetes:monitoring.googleapis.com/v1:PodMonitoring": 3,
             # The edge's API-key hashes, and servestack's router module where a model uses it.
             "kubernetes:core/v1:ConfigMap": 1 + sum(1 for spec in models if ships_router(spec)),
             "kubernetes:core/v1:Secret": 1 + from_huggingface,
@@ -107,10 +108,8 @@ class TestShippedStacks:
             "gcp:projects/serviceIdentity:ServiceIdentity": 1,
             "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": 1,
             NODE_POOL: 1 + len(planned_pools(REPO, stack)),
-            # Observability: Ray nodes, the edge and the operator scraped; one dashboard; an
-            # email channel per address; five alert policies per model and one per GPU model the
-            # pools keep nodes of.
-            "kubernetes:monitoring.googleapis.com/v1:PodMonitoring": 3,
+            # Observability: one dashboard; an email channel per address; five alert policies
+            # per model and one per GPU model the pools keep nodes of.
             "gcp:monitoring/dashboard:Dashboard": 1,
             "gcp:monitoring/alertPolicy:AlertPolicy": 5 * len(models) + len(gpus_kept),
         } | (
