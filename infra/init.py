@@ -24,6 +24,7 @@ from infra.platform import plan_platform
 from serving import catalog
 from serving.errors import ServestackError, unknown_key_fix
 from serving.loading import display_path, validate
+from serving.planner import plan
 from serving.recommend import (
     DEFAULT_ITL_TARGET_S,
     DEFAULT_TTFT_TARGET_S,
@@ -166,10 +167,19 @@ def _choose(base: ModelSpec, stack: Stack, accelerator: str | None) -> tuple[Can
         for c in ranked
         if c.refused_by is None and (accelerator is None or c.accelerator == accelerator)
     ]
-    # The recommendation where one meets the latency targets; else the cheapest layout that
-    # works at all (the profile says so, and `plan` shows its latency).
-    for candidate in (*(c for c in usable if c.meets_targets), *usable):
-        spec = candidate_spec(base, candidate)
+    specs = {id(c): candidate_spec(base, c) for c in usable}
+    # The recommendation among layouts `plan` has no warning about (an over-sharded layout can
+    # tie on cost, yet the pack flags it); else the cheapest that meets the latency targets;
+    # else the cheapest that works at all (the profile says so, and `plan` shows its latency).
+    preferred = sorted(
+        usable,
+        key=lambda c: (
+            not c.meets_targets,
+            bool(plan(specs[id(c)], stack.config.prices).verdicts),
+        ),
+    )
+    for candidate in preferred:
+        spec = specs[id(candidate)]
         if _buildable(candidate, spec, stack):
             return candidate, spec
     where = f" on {accelerator}" if accelerator else ""
