@@ -19,11 +19,17 @@ PIPED_WIDTH = 170
 
 
 def print_bench(
-    console: Console, reports: Sequence[WorkloadReport], ratios: Mapping[str, float]
+    console: Console,
+    reports: Sequence[WorkloadReport],
+    ratios: Mapping[str, float],
+    engine: str = "simulated",
 ) -> None:
     if not console.is_terminal:
         console = Console(width=PIPED_WIDTH, file=console.file)
-    table = Table(title="servestack bench --local (simulated engine; real Ray Serve and HAProxy)")
+    # The real engine's replicas all carry vLLM's config-hash fingerprint: requests per replica
+    # cannot be told apart there, so the column shows one bucket.
+    label = "simulated engine" if engine == "simulated" else "vLLM 0.22 CPU build, tiny model"
+    table = Table(title=f"servestack bench --local ({label}; real Ray Serve and HAProxy)")
     table.add_column("workload")
     table.add_column("configuration")
     for column in ("req/s", "out tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"):

@@ -465,7 +465,7 @@ def bench_command(
     }
     (out_dir / "bench.json").write_text(json.dumps(document, indent=2) + "\n")
     chart.write_chart(reports, out_dir / "bench.png", engine=chosen)
-    bench_report.print_bench(console, reports, ratios)
+    bench_report.print_bench(console, reports, ratios, chosen)
     console.print(f"wrote {out_dir / 'bench.json'} and {out_dir / 'bench.png'}", highlight=False)
     failed = [f"{r.variant} {r.workload}: {r.failed}" for r in reports if r.failed]
     if failed:
