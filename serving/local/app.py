@@ -19,6 +19,7 @@ compiled, so what runs locally is what the cluster runs.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -104,10 +105,37 @@ def local_application(
     return app
 
 
-def vllm_env() -> dict[str, str]:
+def omp_binding(workers: int, cpus: list[int] | None = None) -> str:
+    """VLLM_CPU_OMP_THREADS_BIND for an engine of `workers` ranks (TP × PP). vLLM's automatic
+    binding gives each rank a NUMA node of its own and refuses to start TP=2 on a one-node
+    machine ("Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers"); so each rank
+    gets its own share of this process's CPUs, or none is bound when there are fewer CPUs than
+    ranks."""
+    if workers <= 1:
+        return "auto"
+    allowed = sorted(os.sched_getaffinity(0)) if cpus is None else cpus
+    if len(allowed) < workers:
+        return "nobind"
+    share = len(allowed) // workers
+    groups = [allowed[rank * share : (rank + 1) * share] for rank in range(workers)]
+    return "|".join(",".join(str(cpu) for cpu in group) for group in groups)
+
+
+def engine_workers(spec: ModelSpec) -> int:
+    """The most ranks (TP × PP) one engine of the spec's application runs."""
+    return max(
+        int(config["engine_kwargs"].get("tensor_parallel_size", 1))
+        * int(config["engine_kwargs"].get("pipeline_parallel_size", 1))
+        for _, config in llm_configs_of(application(spec)["args"])
+    )
+
+
+def vllm_env(workers: int = 1) -> dict[str, str]:
     """What vLLM's CPU build needs on this machine, for Serve's replicas and a bare server:
-    offline, a KV cache sized for the machine, caches in the build folder."""
+    offline, a KV cache sized for the machine, caches in the build folder, threads bound one
+    share of the CPUs per rank."""
     return {
+        "VLLM_CPU_OMP_THREADS_BIND": omp_binding(workers),
         "VLLM_CPU_KVCACHE_SPACE": str(VLLM_KV_CACHE_GIB),
         "VLLM_CACHE_ROOT": str(VLLM_CACHE_DIR),
         "HF_HUB_OFFLINE": "1",
@@ -132,7 +160,7 @@ def local_env(
         "RAY_SERVE_HAPROXY_MAXCONN": str(haproxy_maxconn),
     }
     if engine == "vllm":
-        return env | vllm_env()
+        return env | vllm_env(engine_workers(spec))
     if settings is None:
         raise ValueError("the simulated engine needs its settings")
     return env | {ENGINE_CLASS_ENV: ENGINE_CLASS} | settings.to_env()

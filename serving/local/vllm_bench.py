@@ -26,7 +26,7 @@ from typing import Any
 
 from serving.compiler import application, llm_configs_of
 from serving.local import cleanup
-from serving.local.app import tiny_family, vllm_engine_kwargs, vllm_env
+from serving.local.app import engine_workers, tiny_family, vllm_engine_kwargs, vllm_env
 from serving.local.bench import STOP_TIMEOUT_S, Variant, VariantStartError, WorkloadReport
 from serving.local.runtime import CODE_ROOT, free_port
 from serving.local.tiny_models import tiny_model
@@ -120,7 +120,7 @@ def running_bare_vllm(
     started."""
     port = free_port()
     command = bare_command(spec, tiny_model(tiny_family(spec)), port)
-    env = os.environ | vllm_env() | {"PYTHONPATH": str(CODE_ROOT)}
+    env = os.environ | vllm_env(engine_workers(spec)) | {"PYTHONPATH": str(CODE_ROOT)}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
         process = subprocess.Popen(

@@ -20,15 +20,18 @@ from serving.local.app import (
     CPU_BUILD_CHANGES,
     ENGINE_CLASS_ENV,
     LOCAL_VLLM_ADDITIONS,
+    engine_workers,
     local_application,
     local_env,
+    omp_binding,
     tiny_family,
 )
 from serving.local.tiny_models import model_dir, tiny_model
 from serving.local.vllm_bench import bare_command
 
 REPO = Path(__file__).resolve().parents[2]
-PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))
+MODELS = REPO / "stacks" / "models"
+PROFILES = sorted(MODELS.glob("*.yaml"))
 LLAMA = REPO / "stacks" / "models" / "llama-3.1-8b.yaml"
 LEFTOVER = Path("/dev/shm/servestack-test-leftover")
 NAMED = set(CPU_BUILD_CHANGES) | set(LOCAL_VLLM_ADDITIONS)
@@ -79,6 +82,19 @@ def test_the_bare_server_parses_to_the_same_engine_arguments(tmp_path: Path) -> 
         assert getattr(parsed, key) == value, key
     assert parsed.model == str(tmp_path)
     assert parsed.served_model_name == [spec.name]
+
+
+def test_each_rank_of_a_tensor_parallel_engine_gets_its_own_cpus() -> None:
+    assert omp_binding(1, [0, 1]) == "auto"
+    assert omp_binding(2, [0, 1]) == "0|1"
+    assert omp_binding(2, [0, 1, 2, 3, 4]) == "0,1|2,3"
+    assert omp_binding(4, [0, 1]) == "nobind"
+    tp2 = load_profile(MODELS / "qwen3-32b.yaml")
+    assert engine_workers(tp2) == 2
+    assert local_env(tp2, None, engine="vllm")["VLLM_CPU_OMP_THREADS_BIND"] == omp_binding(2)
+    assert local_env(load_profile(LLAMA), None, engine="vllm")["VLLM_CPU_OMP_THREADS_BIND"] == (
+        "auto"
+    )
 
 
 def test_tiny_models_stand_in_for_their_family() -> None:
