@@ -145,19 +145,19 @@ def _refuse_existing(stack: Stack, served: str, path: Path) -> None:
         )  # fmt: skip
 
 
-def _buildable(choice: Candidate, spec: ModelSpec, stack: Stack) -> bool:
+def _unbuildable(choice: Candidate, spec: ModelSpec, stack: Stack) -> str | None:
+    """Why the stack cannot build the candidate, or None where it can."""
     machine = catalog.MACHINE_TYPES[choice.machine_type]
-    # DP+EP across nodes needs the GPUs' own NICs, which servestack's node pools do not attach.
     spans = choice.gpus_per_replica > machine.gpus_per_node
     if spans and choice.parallelism.expert and not catalog.NODE_POOLS_ATTACH_GPU_NETWORK:
-        return False
+        return "DP+EP across nodes needs the GPUs' own NICs, which node pools do not attach yet"
     # The stack's own rules decide the rest (Spot-only sizes, the zones that stock a GPU):
     # the platform `pulumi up` would build, planned with the new model in it.
     try:
         plan_platform(replace(stack, profiles={**stack.profiles, spec.name: spec}))
-    except ServestackError:
-        return False
-    return True
+    except ServestackError as exc:
+        return f"{exc.field}: {exc.problem}"
+    return None
 
 
 def _choose(base: ModelSpec, stack: Stack, accelerator: str | None) -> tuple[Candidate, ModelSpec]:
@@ -178,15 +178,23 @@ def _choose(base: ModelSpec, stack: Stack, accelerator: str | None) -> tuple[Can
             bool(plan(specs[id(c)], stack.config.prices).verdicts),
         ),
     )
+    first_refusal = None
     for candidate in preferred:
         spec = specs[id(candidate)]
-        if _buildable(candidate, spec, stack):
+        refusal = _unbuildable(candidate, spec, stack)
+        if refusal is None:
             return candidate, spec
+        first_refusal = first_refusal or f"{candidate.machine_type}: {refusal}"
     where = f" on {accelerator}" if accelerator else ""
-    raise ServestackError(
-        COMMAND_LINE, "MODEL",
+    problem = (
         f"{base.architecture.key} at max_model_len {base.max_model_len:,} fits no catalog "
-        f"machine{where} that the stack {stack.name} can build",
+        f"machine{where}"
+        if first_refusal is None
+        else f"{base.architecture.key} fits{where}, but not on anything the stack "
+        f"{stack.name} can build (first: {first_refusal})"
+    )
+    raise ServestackError(
+        COMMAND_LINE, "MODEL", problem,
         "a shorter --max-model-len, another --accelerator, or a gpu_pools entry in the stack "
         "for a Spot-only machine type (see `servestack plan --recommend "
         f"{base.architecture.key} --all`)",

@@ -93,6 +93,8 @@ def test_the_cli_round_trip_init_plan_preview(tmp_path: Path) -> None:
         (["qwen3-32b"], "", "never overwrites"),  # stacks/models/qwen3-32b.yaml is shipped
         (["llama-3.1-8b"], "", "never overwrites"),
         (["qwen3-8b", "--stack", "nope"], "", "no stack named 'nope'"),
+        # dev is zonal (us-central1-a), which stocks no H200
+        (["qwen3-0.6b", "--accelerator", "h200-141gb"], "MODEL", "not on anything the stack dev"),
     ],
     ids=[
         "unknown-model",
@@ -104,6 +106,7 @@ def test_the_cli_round_trip_init_plan_preview(tmp_path: Path) -> None:
         "existing-profile",
         "model-already-in-stack",
         "unknown-stack",
+        "gpu-the-stack-cannot-build",
     ],
 )
 def test_bad_input_is_refused_clearly_and_changes_nothing(
