@@ -14,7 +14,6 @@ Routing stats ride on standard OpenAI fields, so they survive every path through
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -92,7 +91,6 @@ class SimulatedEngine(LLMEngine):
         self.steps = StepLoop(self.settings)
         self.requests_served = 0
         self.metrics: EngineMetrics | None = None
-        self._gauges: asyncio.Task[None] | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -106,7 +104,6 @@ class SimulatedEngine(LLMEngine):
             self.metrics = EngineMetrics(
                 self.model_id, self.steps.queue_lengths, self.settings.cache_tokens
             )
-            self._gauges = asyncio.get_running_loop().create_task(self.metrics.refresh_forever())
 
     async def check_health(self) -> None:
         return None

@@ -56,6 +56,7 @@ class EngineMetrics:
         self._queue = queue
         self._kv_capacity_tokens = max(1, kv_capacity_tokens)
         self._kv_tokens = 0
+        self._refresher: asyncio.Task[None] | None = None
         self._tags = {"model_name": model_name, "engine": "0", RAY_REPLICA_LABEL: _replica_id()}
         self._metrics = {name: _make(metric) for name, metric in ENGINE_METRICS.items()}
 
@@ -88,6 +89,10 @@ class EngineMetrics:
         the whole request, as vLLM's output processor does; `kv_tokens` is what it holds."""
         arrived = last = time.monotonic()
         produced = 0
+        # Started here, on the loop that serves requests: the loop the engine's start() ran on
+        # need not outlive it.
+        if self._refresher is None or self._refresher.done():
+            self._refresher = asyncio.get_running_loop().create_task(self.refresh_forever())
         self._kv_tokens += kv_tokens
         self.refresh_queue()
         try:
