@@ -25,7 +25,9 @@ from infra.components import (
     SystemNodePool,
     SystemNodePoolArgs,
 )
+from infra.components.gcs_store import GcsStore, GcsStoreArgs
 from infra.config import ServingSecrets, Stack, load_pulumi_secrets, load_pulumi_stack, project_root
+from infra.disruption import resilience_for
 from infra.platform import PlatformPlan, plan_platform
 from serving.errors import ServestackError
 from serving.scheduling import MACHINE_TYPE_LABEL
@@ -82,11 +84,25 @@ def build(stack: Stack, platform: PlatformPlan, secrets: ServingSecrets) -> None
         )
         for spec in platform.gpu_pools
     }
+    config = stack.config
+    gcs = GcsStore(
+        f"{PREFIX}-gcs",
+        GcsStoreArgs(
+            project=platform.cluster.project, region=platform.cluster.region,
+            network_id=network.network_id, tier=config.gcs_redis_tier,
+            memory_gb=config.gcs_redis_memory_gb,
+        ),
+    )  # fmt: skip
+    resilience = resilience_for(
+        config.gpu_pools, stream_timeout_s=config.stream_timeout_s,
+        weights_cache=config.weights_cache, gcs_address=gcs.address,
+    )  # fmt: skip
     serving = ServingPlane(
         f"{PREFIX}-serving",
         ServingPlaneArgs(
-            models=stack.profiles, project=platform.cluster.project, config=stack.config,
-            secrets=secrets, kubeconfig=cluster.kubeconfig,
+            models=stack.profiles, project=platform.cluster.project, config=config,
+            secrets=secrets, kubeconfig=cluster.kubeconfig, resilience=resilience,
+            gcs_auth=gcs.auth_string, gcs_ca_certificate=gcs.ca_certificate,
         ),
         pulumi.ResourceOptions(depends_on=[system_pool, *gpu_pools.values()]),
     )  # fmt: skip

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
+from datetime import datetime
 from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
@@ -45,6 +46,9 @@ Cidr = Annotated[IPv4Network, Strict(False)]
 _LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
 _HOST_NAME = re.compile(rf"(\*\.)?{_LABEL}(\.{_LABEL})*")
 _IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-z0-9._/:@-]*")
+RedisTier = Literal["BASIC", "STANDARD_HA"]
+WeightsCache = Literal["pod", "node"]
+ExclusionScope = Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"]
 
 # Read by the program only, from Pulumi's encrypted config (`load_pulumi_secrets`).
 SECRET_KEYS = frozenset({"api_keys", "tls_cert", "tls_key", "hf_token"})
@@ -92,6 +96,45 @@ class GpuPoolOptions(BaseModel):
     gpu_driver_version: GpuDriverVersion = Field(
         default="LATEST", description="The NVIDIA driver GKE installs on the nodes."
     )
+    spot_shutdown_grace_s: int | None = Field(
+        default=None,
+        ge=30,
+        le=120,
+        description="Spot only: the graceful node shutdown GKE gives a preempted node (30 s by "
+        "default, up to 120 s on GKE 1.35+), of which the last 15 s are for system pods.",
+    )
+    reserved_nodes: int | None = Field(
+        default=None,
+        ge=1,
+        description="VMs the named reservations hold (reservation_affinity: specific): the "
+        "pool, upgrade room included, may not need more.",
+    )
+
+
+class MaintenanceExclusion(BaseModel):
+    """A window in which GKE starts no upgrade of the kinds `scope` names (a release, a
+    launch). GKE applies exclusions to the whole cluster; NO_MINOR_OR_NODE_UPGRADES keeps every
+    node pool, the system pool with the Ray heads included, as it is."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,62}$", description="The exclusion's name.")
+    start_time: datetime = Field(description="RFC 3339 start, e.g. 2026-12-20T00:00:00Z.")
+    end_time: datetime = Field(description="RFC 3339 end.")
+    scope: ExclusionScope = Field(
+        default="NO_MINOR_OR_NODE_UPGRADES", description="What GKE holds back meanwhile."
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> MaintenanceExclusion:
+        if self.end_time <= self.start_time:
+            raise FixableValueError(
+                f"the exclusion '{self.name}' ends ({self.end_time.isoformat()}) before it "
+                f"starts ({self.start_time.isoformat()})",
+                "give an end_time after start_time",
+                field="end_time",
+            )
+        return self
 
 
 class StackConfig(BaseModel):
@@ -198,6 +241,24 @@ class StackConfig(BaseModel):
     )
     stream_timeout_s: int = Field(
         default=600, ge=30, le=7200, description="Longest a streamed answer may run, seconds."
+    )
+    gcs_redis_tier: RedisTier = Field(
+        default="STANDARD_HA",
+        description="Memorystore tier of the Redis holding the Ray heads' GCS state: "
+        "STANDARD_HA (a replica, automatic failover) or BASIC (one node, for dev).",
+    )
+    gcs_redis_memory_gb: int = Field(
+        default=1, ge=1, le=300, description="Memorystore capacity, GB (GCS state is small)."
+    )
+    weights_cache: WeightsCache = Field(
+        default="pod",
+        description="pod: the Hugging Face cache lives and dies with the worker pod; node: on "
+        "the node's local SSD, so a pod restarted on the same node loads warm.",
+    )
+    maintenance_exclusions: list[MaintenanceExclusion] = Field(
+        default_factory=list,
+        description="Windows in which GKE upgrades nothing the scope names (cluster-wide, "
+        "system pool included).",
     )
     alert_emails: list[str] = Field(
         default_factory=list,

@@ -107,6 +107,10 @@ def model_ingress(
     }
 
 
+# The chart's own default request for the controller.
+EDGE_RESOURCES = {"cpu": "250m", "memory": "400Mi"}
+
+
 def edge_values(
     *, replicas: int, internal: bool, source_ranges: list[str], stream_timeout_s: int
 ) -> dict[str, Any]:
@@ -126,6 +130,9 @@ def edge_values(
             "kind": "Deployment",
             "replicaCount": replicas,
             "nodeSelector": {POOL_LABEL: SYSTEM_POOL},
+            # Requests only, so HAProxy is never CPU-throttled; written out so the fit checks
+            # see what is deployed.
+            "resources": {"requests": dict(EDGE_RESOURCES)},
             "PodDisruptionBudget": {"enable": True, "minAvailable": 1},
             # One replica per node, so a node upgrade never takes the whole edge down.
             "topologySpreadConstraints": [

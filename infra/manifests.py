@@ -17,6 +17,15 @@ from typing import Any
 
 import yaml
 
+from infra.disruption import (
+    Resilience,
+    drain_command,
+    gcs_fault_tolerance,
+    gcs_tls_pieces,
+    haproxy_env,
+    head_annotations,
+    pod_labels,
+)
 from infra.edge import model_ingress
 from infra.namespaces import SERVING_NAMESPACE
 from infra.ray_security import harden
@@ -43,16 +52,20 @@ RAY_API_VERSION = "ray.io/v1"
 HF_TOKEN_KEY = "token"
 
 # Hugging Face downloads land on the node's local SSD (GKE puts emptyDir there when the pool
-# uses local SSD for ephemeral storage), so a restarted pod on the same node starts warm.
+# uses local SSD for ephemeral storage).
 HF_CACHE_PATH = "/mnt/hf-cache"
-HEAD_CPUS = 4
-HEAD_MEMORY_BYTES = 16 * GIB
-# Model weights take minutes to download and load; Serve reports unhealthy meanwhile. Past these
-# bounds KubeRay replaces the cluster, so they are sized for a 700 GB checkpoint, not a test.
-SERVICE_UNHEALTHY_SECONDS = 3600
-DEPLOYMENT_UNHEALTHY_SECONDS = 3600
+# Where a stack that asks for a node-wide weights cache keeps it: a directory on the node's
+# local SSD (GKE mounts the ephemeral local SSDs there), which outlives the pod but not the node.
+NODE_WEIGHTS_CACHE_DIR = "/mnt/stateful_partition/kube-ephemeral-ssd/servestack-hf-cache"
+# The head runs no replica (num-cpus 0): the GCS, the dashboard, the Serve controller and the
+# head's proxy. Two cores and 8 GiB hold them for a cluster of a few GPU nodes, and leave room
+# on a 4-vCPU system node (3.92 allocatable CPUs, ~13.3 GiB) for the edge and the operator.
+HEAD_CPUS = 2
+HEAD_MEMORY_BYTES = 8 * GIB
+# KubeRay's own default for its autoscaler sidecar, written out so the head pod's size, which
+# includes it, is what the fit checks see.
+AUTOSCALER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
 AUTOSCALER_IDLE_TIMEOUT_SECONDS = 600
-TERMINATION_GRACE_SECONDS = 120
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 # servestack's own request router reaches the stock Ray image as source: a ConfigMap holding the
 # `serving` package's router module, mounted on the head and every worker and put on the path.
@@ -152,13 +165,19 @@ def _quantity(size_bytes: int) -> str:
     return f"{size_bytes // GIB}Gi" if size_bytes % GIB == 0 else f"{size_bytes // 2**20}Mi"
 
 
-def _head(spec: ModelSpec, image: str, with_token: bool) -> dict[str, Any]:
+def _head(spec: ModelSpec, image: str, with_token: bool, resilience: Resilience) -> dict[str, Any]:
     resources = {"cpu": str(HEAD_CPUS), "memory": _quantity(HEAD_MEMORY_BYTES)}
     volumes, mounts = _router_volume(spec)
+    ca_volumes, ca_mounts, ca_env = gcs_tls_pieces(resilience)
+    volumes, mounts = volumes + ca_volumes, mounts + ca_mounts
     head: dict[str, Any] = {
         # The head schedules and routes; it runs no replica (num-cpus 0) and needs no GPU.
         "rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"},
         "template": {
+            "metadata": {
+                "labels": pod_labels(resource_name(spec)),
+                "annotations": head_annotations(),
+            },
             "spec": {
                 "serviceAccountName": service_account_name(spec),
                 "nodeSelector": {POOL_LABEL: SYSTEM_POOL},
@@ -166,7 +185,7 @@ def _head(spec: ModelSpec, image: str, with_token: bool) -> dict[str, Any]:
                     {
                         "name": "ray-head",
                         "image": image,
-                        "env": _env(spec, with_token),
+                        "env": _env(spec, with_token) + haproxy_env(resilience) + ca_env,
                         "resources": {"requests": resources, "limits": dict(resources)},
                         "ports": [
                             {"name": "gcs-server", "containerPort": 6379},
@@ -176,7 +195,7 @@ def _head(spec: ModelSpec, image: str, with_token: bool) -> dict[str, Any]:
                         ],
                     }
                 ],
-            }
+            },
         },
     }
     if volumes:
@@ -185,8 +204,19 @@ def _head(spec: ModelSpec, image: str, with_token: bool) -> dict[str, Any]:
     return head
 
 
+def _weights_cache_volume(resilience: Resilience) -> dict[str, Any]:
+    """The Hugging Face cache: the pod's own (emptyDir, gone with the pod), or a directory on
+    the node's local SSD that a restarted pod on the same node finds warm."""
+    if resilience.weights_cache == "node":
+        return {
+            "name": "hf-cache",
+            "hostPath": {"path": NODE_WEIGHTS_CACHE_DIR, "type": "DirectoryOrCreate"},
+        }
+    return {"name": "hf-cache", "emptyDir": {}}
+
+
 def _worker_group(
-    spec: ModelSpec, shape: WorkerShape, image: str, with_token: bool
+    spec: ModelSpec, shape: WorkerShape, image: str, with_token: bool, resilience: Resilience
 ) -> dict[str, Any]:
     resources = {
         "cpu": f"{shape.cpus:g}",
@@ -200,7 +230,7 @@ def _worker_group(
             "name": "dshm",
             "emptyDir": {"medium": "Memory", "sizeLimit": _quantity(shape.shared_memory_bytes)},
         },
-        {"name": "hf-cache", "emptyDir": {}},
+        _weights_cache_volume(resilience),
     ]
     mounts: list[dict[str, Any]] = [
         {"name": "dshm", "mountPath": "/dev/shm"},
@@ -237,21 +267,29 @@ def _worker_group(
             "serviceAccountName": service_account_name(spec),
             "nodeSelector": gpu_node_selector(shape.machine_type),
             "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
-            "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+            "terminationGracePeriodSeconds": resilience.pod_grace_s(shape.machine_type),
             "containers": [
                 {
                     "name": "ray-worker",
                     "image": image,
-                    "env": _env(spec, with_token),
+                    "env": _env(spec, with_token) + haproxy_env(resilience),
                     "resources": {"requests": resources, "limits": dict(resources)},
                     "volumeMounts": mounts,
+                    "lifecycle": {
+                        "preStop": {
+                            "exec": {
+                                "command": drain_command(resilience.pod_grace_s(shape.machine_type))
+                            }
+                        }
+                    },
                 }
             ],
             "volumes": volumes,
         }
     }
+    template["metadata"] = {"labels": pod_labels(resource_name(spec))}
     if annotations:
-        template["metadata"] = {"annotations": annotations}
+        template["metadata"]["annotations"] = annotations
     return {
         "groupName": shape.name,
         "replicas": shape.min_replicas,
@@ -269,11 +307,20 @@ def _worker_group(
 
 
 def rayservice(
-    spec: ModelSpec, image: str, *, with_hf_token: bool = True, token_generation: int = 0
+    spec: ModelSpec,
+    image: str,
+    *,
+    with_hf_token: bool = True,
+    token_generation: int = 0,
+    resilience: Resilience | None = None,
 ) -> dict[str, Any]:
     """The model's RayService: its compiled Serve application on its own Ray cluster, locked
-    down by `harden` (token auth, securityContexts, the workers' own identity)."""
+    down by `harden` (token auth, securityContexts, the workers' own identity), its GCS state
+    in the stack's Redis, drains and upgrades fitted to the notice its nodes give."""
     name = resource_name(spec)
+    resilience = resilience or Resilience()
+    shapes = worker_shapes(spec)
+    shutdown_s = resilience.serve_shutdown_s([shape.machine_type for shape in shapes])
     manifest = {
         "apiVersion": RAY_API_VERSION,
         "kind": "RayService",
@@ -286,23 +333,34 @@ def rayservice(
             },
         },
         "spec": {
-            "serveConfigV2": yaml.safe_dump(serve_config(spec), sort_keys=False),
-            # A new cluster takes over before the old one goes: no serving gap on upgrade.
+            "serveConfigV2": yaml.safe_dump(
+                serve_config(spec, graceful_shutdown_s=shutdown_s), sort_keys=False
+            ),
+            # A new cluster takes over before the old one goes: no serving gap on upgrade. The
+            # GPU pools hold room for it (the platform plan adds the largest model's minimum).
             "upgradeStrategy": {"type": "NewCluster"},
-            "serviceUnhealthySecondThreshold": SERVICE_UNHEALTHY_SECONDS,
-            "deploymentUnhealthySecondThreshold": DEPLOYMENT_UNHEALTHY_SECONDS,
+            "rayClusterDeletionDelaySeconds": resilience.cluster_deletion_delay_s,
             "rayClusterConfig": {
                 "rayVersion": ray_version(image),
+                # A new head reads the cluster's state back from Redis; KubeRay then keeps the
+                # workers (and the weights they loaded) instead of replacing them all.
+                "gcsFaultToleranceOptions": {
+                    "redisAddress": resilience.gcs_address,
+                    **gcs_fault_tolerance(),
+                },
                 "enableInTreeAutoscaling": True,
                 "autoscalerOptions": {
                     "version": "v2",
                     "upscalingMode": "Default",
                     "idleTimeoutSeconds": AUTOSCALER_IDLE_TIMEOUT_SECONDS,
+                    "resources": {
+                        "requests": dict(AUTOSCALER_RESOURCES),
+                        "limits": dict(AUTOSCALER_RESOURCES),
+                    },
                 },
-                "headGroupSpec": _head(spec, image, with_hf_token),
+                "headGroupSpec": _head(spec, image, with_hf_token, resilience),
                 "workerGroupSpecs": [
-                    _worker_group(spec, shape, image, with_hf_token)
-                    for shape in worker_shapes(spec)
+                    _worker_group(spec, shape, image, with_hf_token, resilience) for shape in shapes
                 ],
             },
         },
@@ -324,10 +382,17 @@ def model_objects(
     stream_timeout_s: int,
     with_hf_token: bool,
     token_generation: int = 0,
+    resilience: Resilience | None = None,
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object of one model that carries what its profile says."""
     objects = [
-        rayservice(spec, image, with_hf_token=with_hf_token, token_generation=token_generation),
+        rayservice(
+            spec,
+            image,
+            with_hf_token=with_hf_token,
+            token_generation=token_generation,
+            resilience=resilience,
+        ),
         model_ingress(
             spec,
             host=host,

@@ -23,7 +23,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from infra.config import NAMESPACE, GpuPoolOptions, KubeRayInstall, ReleaseChannel, Stack
+from infra.config import (
+    NAMESPACE,
+    GpuPoolOptions,
+    KubeRayInstall,
+    MaintenanceExclusion,
+    ReleaseChannel,
+    Stack,
+)
+from infra.disruption import resilience_for
+from infra.fits import PodFit, check_fits, stack_pods
 from infra.manifests import check_sizes, model_objects
 from serving import catalog
 from serving.catalog import MachineType
@@ -32,7 +41,7 @@ from serving.errors import FixableValueError, ProfileValidationError, Servestack
 from serving.exposure import SMALLEST_AUTHORIZED_PREFIX, too_wide
 from serving.loading import display_path, validate
 from serving.planner import plan
-from serving.scheduling import gpu_node_selector
+from serving.scheduling import NODE_SURGE, gpu_node_selector
 from serving.spec import ModelSpec
 
 _ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
@@ -115,6 +124,7 @@ class ClusterSpec(_Frozen):
     allow_public_control_plane: bool = False
     deletion_protection: bool = True
     maintenance_window_start: str = "03:00"
+    maintenance_exclusions: tuple[MaintenanceExclusion, ...] = ()
     kuberay_install: KubeRayInstall = "helm"
     binary_authorization: bool = True
 
@@ -178,6 +188,13 @@ class SystemPoolSpec(_Frozen):
             raise FixableValueError(
                 f"'{value}' is not a GCE machine type name", "use a name such as e2-standard-4"
             )
+        if value not in catalog.CPU_MACHINE_TYPES:
+            # Unknown, its allocatable cannot be checked against the heads and the edge.
+            raise FixableValueError(
+                f"{value} is not in the catalog of CPU machine types, so no pod can be "
+                "checked against it",
+                "use one of: " + ", ".join(catalog.CPU_MACHINE_TYPES),
+            )
         return value
 
     @model_validator(mode="after")
@@ -204,7 +221,16 @@ class GpuPoolSpec(GpuPoolOptions):
     machine_type: str
     region: str
     min_nodes: int = Field(ge=0, description="Sum of the plans' minimum nodes on this type.")
-    max_nodes: int = Field(ge=1, description="Sum of the plans' maximum nodes on this type.")
+    max_nodes: int = Field(
+        ge=1,
+        description="Sum of the plans' maximum nodes on this type, plus the upgrade room.",
+    )
+    upgrade_room_nodes: int = Field(
+        default=0,
+        ge=0,
+        description="Nodes a RayService upgrade (NewCluster) adds on top: the new cluster's "
+        "workers at the largest model's minimum, while the old one still serves.",
+    )
     replicas_span_nodes: bool = Field(
         default=False, description="Some replica needs more than one node of this type."
     )
@@ -283,6 +309,20 @@ class GpuPoolSpec(GpuPoolOptions):
                 "set both (reservation_affinity: specific and reservations: [name]) or neither",
                 field="reservations",
             )
+        if self.spot_shutdown_grace_s is not None and not self.spot:
+            raise FixableValueError(
+                "spot_shutdown_grace_s is the notice of a preempted Spot node; this pool is "
+                f"{self.provisioning}",
+                "drop spot_shutdown_grace_s, or set spot: true",
+                field="spot_shutdown_grace_s",
+            )
+        if self.reservation_affinity == "specific" and self.reserved_nodes is None:
+            raise FixableValueError(
+                "a pool bound to specific reservations must say how many VMs they hold, or "
+                "its upgrade room cannot be checked",
+                "set reserved_nodes to the reservations' VM count",
+                field="reserved_nodes",
+            )
         if self.queued_provisioning and self.compact:
             raise FixableValueError(
                 "queued provisioning cannot use compact placement, which this pool needs"
@@ -351,6 +391,9 @@ class PlatformPlan(_Frozen):
     cluster: ClusterSpec
     system_pool: SystemPoolSpec
     gpu_pools: tuple[GpuPoolSpec, ...]
+    pods: tuple[PodFit, ...] = Field(
+        default=(), description="Every kind of pod and the room a node of its pool has."
+    )
 
 
 @dataclass
@@ -359,6 +402,7 @@ class _Demand:
 
     min_nodes: int = 0
     max_nodes: int = 0
+    upgrade_room: int = 0
     spans_nodes: bool = False
     models: list[str] = field(default_factory=list)
 
@@ -423,6 +467,10 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
         )
         for machine_type, demand in demands.items()
     )
+    pods = stack_pods(stack, system_pool.machine_type)
+    if judge_layouts:
+        # The preview registers a pod that cannot fit, for the policy pack to name.
+        check_fits(stack, pods, system_pool.max_nodes)
     return PlatformPlan(
         stack=stack.name,
         node_service_account_id=node_service_account_id(stack.name),
@@ -430,6 +478,7 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
         cluster=cluster,
         system_pool=system_pool,
         gpu_pools=gpu_pools,
+        pods=tuple(pods),
     )
 
 
@@ -444,6 +493,11 @@ def stack_objects(stack: Stack, spec: ModelSpec) -> list[dict[str, Any]]:
         stream_timeout_s=config.stream_timeout_s,
         with_hf_token="hf_token" in stack.secrets and not spec.source.startswith("gs://"),
         token_generation=config.ray_token_generation,
+        resilience=resilience_for(
+            config.gpu_pools,
+            stream_timeout_s=config.stream_timeout_s,
+            weights_cache=config.weights_cache,
+        ),
     )
 
 
@@ -503,6 +557,8 @@ def _gpu_demands(stack: Stack, judge_layouts: bool = True) -> dict[str, _Demand]
             demand = demands[shape.machine_type]
             demand.min_nodes += shape.min_replicas
             demand.max_nodes += shape.max_replicas
+            # Models upgrade one at a time: the largest new cluster at its minimum.
+            demand.upgrade_room = max(demand.upgrade_room, shape.min_replicas)
         for verdict in model_plan.verdicts:
             if verdict.severity != "error" or (too_wide and verdict.code == "tp-crosses-node"):
                 continue
@@ -532,6 +588,19 @@ def _gpu_pool(
             f"{machine_type}, on which {', '.join(demand.models)} are planned",
             f"use a region that stocks it ({regions}), or give those models another accelerator",
         )  # fmt: skip
+    wanted = demand.max_nodes + demand.upgrade_room + NODE_SURGE
+    reserved = options.reserved_nodes
+    specific = options.reservation_affinity == "specific"
+    if specific and reserved is not None and reserved < wanted and judge_layouts:
+        raise ServestackError(
+            source, f"{NAMESPACE}:gpu_pools.{machine_type}.reserved_nodes",
+            f"at peak the {machine_type} pool needs {wanted} nodes ({demand.max_nodes} at "
+            f"the models' max_replicas, {demand.upgrade_room} for a RayService upgrade's new "
+            f"cluster, {NODE_SURGE} surge node for a node upgrade) but its reservations "
+            f"hold {reserved}: an upgrade at peak would wait for capacity that never comes",
+            f"reserve {wanted} VMs (reserved_nodes: {wanted}), use reservation_affinity: "
+            "any (the rest on demand), or lower the models' max_replicas",
+        )  # fmt: skip
     compact = demand.spans_nodes if options.compact_placement is None else options.compact_placement
     if demand.spans_nodes and not compact and judge_layouts:
         raise ServestackError(
@@ -556,7 +625,8 @@ def _gpu_pool(
             "machine_type": machine_type,
             "region": cluster.region,
             "min_nodes": demand.min_nodes,
-            "max_nodes": demand.max_nodes,
+            "max_nodes": demand.max_nodes + demand.upgrade_room,
+            "upgrade_room_nodes": demand.upgrade_room,
             "replicas_span_nodes": demand.spans_nodes,
             "models": tuple(demand.models),
         },

@@ -113,6 +113,12 @@ class ProgramMocks(pulumi.runtime.Mocks):
         if args.typ == "gcp:container/cluster:Cluster":
             outputs["endpoint"] = "192.0.2.10"
             outputs["masterAuth"] = {"clusterCaCertificate": "cHJldmlldw=="}
+        if args.typ == "gcp:redis/instance:Instance":
+            # What Memorystore reports once it exists: a private address, TLS port, CA.
+            outputs.update(
+                host="10.9.0.3", port=6378, authString=PLACEHOLDER,
+                serverCaCerts=[{"cert": "-----BEGIN CERTIFICATE-----preview"}],
+            )  # fmt: skip
         return f"{args.name}-id", outputs
 
     def call(

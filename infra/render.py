@@ -13,7 +13,7 @@ from infra.config import Stack
 from infra.manifests import check_sizes
 from infra.platform import stack_objects
 from serving.catalog import GIB
-from serving.compiler import cluster_env, serve_config, worker_shapes
+from serving.compiler import cluster_env, worker_shapes
 from serving.errors import ServestackError
 from serving.loading import display_path
 from serving.ray_release import RAY_FLOOR
@@ -99,7 +99,8 @@ def render_model(spec: ModelSpec, profile: str, stack: Stack, out_dir: Path) -> 
         SERVE_CONFIG_FILE: (
             f"# The RayService serveConfigV2 of {spec.name}.\n{origin}"
             f"# By hand: `serve deploy {SERVE_CONFIG_FILE}` on a Ray {RAY_FLOOR} cluster whose\n"
-            f"# head and workers start with {CLUSTER_ENV_FILE}.\n" + _yaml(serve_config(spec))
+            f"# head and workers start with {CLUSTER_ENV_FILE}.\n"
+            + service["spec"]["serveConfigV2"]
         ),
         CLUSTER_ENV_FILE: (
             f"# Environment of the Ray head and every worker for {spec.name}.\n{origin}"

@@ -268,6 +268,29 @@ def print_platform(console: Console, platform: PlatformPlan) -> None:
             ", ".join(pool.models),
         )
     console.print(table)
+    for pool in platform.gpu_pools:
+        reserved = f", reservations hold {pool.reserved_nodes}" if pool.reserved_nodes else ""
+        console.print(
+            f"{pool.machine_type}: {pool.max_nodes} nodes at most = "
+            f"{pool.max_nodes - pool.upgrade_room_nodes} at max_replicas + "
+            f"{pool.upgrade_room_nodes} for a RayService upgrade's new cluster{reserved}"
+        )
+    print_pod_fits(console, platform)
+
+
+def print_pod_fits(console: Console, platform: PlatformPlan) -> None:
+    """Every kind of pod against what one node of its pool holds for pods."""
+    table = Table(title="pods against their nodes (requests / room per node)")
+    for column in ("pod", "pool", "machine", "count", "CPU", "memory", "fits"):
+        table.add_column(column, no_wrap=column != "pod")
+    for pod in platform.pods:
+        table.add_row(
+            pod.pod, pod.pool, pod.machine_type, str(pod.count),
+            f"{pod.cpus:g} / {pod.node_cpus:g}",
+            f"{_gib(pod.memory_bytes)} / {_gib(pod.node_memory_bytes)}",
+            "yes" if pod.fits else "[red]NO[/]",
+        )  # fmt: skip
+    console.print(table)
 
 
 def print_preview(console: Console, result: PreviewResult, policies: int) -> None:

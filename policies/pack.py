@@ -6,6 +6,7 @@ from __future__ import annotations
 from pulumi_policy import Policy
 
 from policies.edge import EDGE_POLICIES
+from policies.faults import FAULT_POLICIES
 from policies.objects import OBJECT_POLICIES
 from policies.platform import PLATFORM_POLICIES
 from policies.ray_security import RAY_SECURITY_POLICIES
@@ -20,4 +21,5 @@ POLICIES: list[Policy] = [
     *OBJECT_POLICIES,
     *EDGE_POLICIES,
     *RAY_SECURITY_POLICIES,
+    *FAULT_POLICIES,
 ]

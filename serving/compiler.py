@@ -35,18 +35,14 @@ BUILD_OPENAI_APP = "ray.serve.llm:build_openai_app"
 BUILD_DP_OPENAI_APP = "ray.serve.llm:build_dp_openai_app"
 BUILD_PD_OPENAI_APP = "ray.serve.llm:build_pd_openai_app"
 
+# How often Serve checks whether a stopping replica's requests have ended.
+GRACEFUL_SHUTDOWN_POLL_S = 1
 # Logical CPUs per vLLM worker bundle (the GPU worker process and its tokenizer threads).
 CPUS_PER_GPU_WORKER = 1
 
 # Where a gs:// bucket of weights is mounted in worker pods (GCS FUSE, read-only).
 MODEL_MOUNT_ROOT = "/mnt/models"
 
-# Share of a node the kubelet and system DaemonSets keep. GKE's reservation is published at
-# https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes; on top of it the GPU
-# device plugin, DCGM exporter, logging, metrics and GCS FUSE agents need room.
-DAEMONSET_CPUS = 1.0
-DAEMONSET_MEMORY_BYTES = 4 * GIB
-EVICTION_THRESHOLD_BYTES = 100 * 2**20
 # Ray's object store lives in /dev/shm; LLM serving passes small objects (weights come from disk),
 # so a tenth of the pod is plenty. NCCL and vLLM's message queues take a little more per GPU.
 OBJECT_STORE_FRACTION = 0.1
@@ -156,7 +152,12 @@ def engine_kwargs(spec: ModelSpec, layout: Parallelism, role: Role) -> dict[str,
     return kwargs | spec.engine_args
 
 
-def deployment_config(spec: ModelSpec, role: Role) -> dict[str, Any]:
+def deployment_config(
+    spec: ModelSpec, role: Role, *, graceful_shutdown_s: int | None = None
+) -> dict[str, Any]:
+    """Serve's options for one deployment. `graceful_shutdown_s` is how long a stopping replica
+    may finish its requests: the platform knows it (the notice its nodes give); unset, Ray's
+    default (20 s)."""
     bounds = spec.autoscaling
     if spec.disaggregation is not None and role != "server":
         bounds = getattr(spec.disaggregation, role).autoscaling
@@ -172,6 +173,11 @@ def deployment_config(spec: ModelSpec, role: Role) -> dict[str, Any]:
         },
         "max_ongoing_requests": knobs.max_ongoing_requests,
     }
+    if graceful_shutdown_s is not None:
+        config["graceful_shutdown_timeout_s"] = graceful_shutdown_s
+        # Serve polls a stopping replica for requests still running; every second, so a
+        # replica whose last stream ended leaves within a second, not Ray's 2 s.
+        config["graceful_shutdown_wait_loop_s"] = GRACEFUL_SHUTDOWN_POLL_S
     router_class = ROUTER_CLASSES[spec.router.kind]
     if router_class is None and spec.fast_paths.direct_streaming:
         # Ray 2.56's direct-streaming builder puts RoundRobinRouter on a deployment that names
@@ -184,7 +190,9 @@ def deployment_config(spec: ModelSpec, role: Role) -> dict[str, Any]:
     return config
 
 
-def llm_config(spec: ModelSpec, role: Role = "server") -> dict[str, Any]:
+def llm_config(
+    spec: ModelSpec, role: Role = "server", *, graceful_shutdown_s: int | None = None
+) -> dict[str, Any]:
     """One LLMConfig, as the keyword arguments of Ray's `LLMConfig` model."""
     layout = _layout(spec, role)
     config: dict[str, Any] = {
@@ -195,7 +203,7 @@ def llm_config(spec: ModelSpec, role: Role = "server") -> dict[str, Any]:
             "bundle_per_worker": {"CPU": CPUS_PER_GPU_WORKER, "GPU": 1},
             "strategy": placement_strategy(spec, layout),
         },
-        "deployment_config": deployment_config(spec, role),
+        "deployment_config": deployment_config(spec, role, graceful_shutdown_s=graceful_shutdown_s),
         # vLLM's own metrics (TTFT, inter-token latency, queue, KV cache, prefix-cache hits)
         # through Ray's metrics export, which the cluster scrapes. On by default in Ray 2.56.1;
         # said here so that a Ray whose default changes cannot silently blind the dashboard.
@@ -212,19 +220,20 @@ def _layout(spec: ModelSpec, role: Role) -> Parallelism:
     return getattr(spec.disaggregation, role).parallelism or spec.parallelism
 
 
-def application(spec: ModelSpec) -> dict[str, Any]:
+def application(spec: ModelSpec, *, graceful_shutdown_s: int | None = None) -> dict[str, Any]:
     """One Serve application: direct streaming serves exactly one model per application."""
     import_path = builder(spec)
+    shutdown = graceful_shutdown_s
     args: dict[str, Any]
     if import_path == BUILD_PD_OPENAI_APP:
         args = {
-            "prefill_config": llm_config(spec, "prefill"),
-            "decode_config": llm_config(spec, "decode"),
+            "prefill_config": llm_config(spec, "prefill", graceful_shutdown_s=shutdown),
+            "decode_config": llm_config(spec, "decode", graceful_shutdown_s=shutdown),
         }
     elif import_path == BUILD_DP_OPENAI_APP:
-        args = {"llm_config": llm_config(spec)}
+        args = {"llm_config": llm_config(spec, graceful_shutdown_s=shutdown)}
     else:
-        args = {"llm_configs": [llm_config(spec)]}
+        args = {"llm_configs": [llm_config(spec, graceful_shutdown_s=shutdown)]}
     return {"name": spec.name, "route_prefix": "/", "import_path": import_path, "args": args}
 
 
@@ -241,10 +250,10 @@ def llm_configs_of(args: Mapping[str, Any]) -> list[tuple[Role, dict[str, Any]]]
     return found
 
 
-def serve_config(spec: ModelSpec) -> dict[str, Any]:
+def serve_config(spec: ModelSpec, *, graceful_shutdown_s: int | None = None) -> dict[str, Any]:
     """The RayService's `serveConfigV2`: one model, one application (ray.serve.schema's
     ServeDeploySchema)."""
-    return {"applications": [application(spec)]}
+    return {"applications": [application(spec, graceful_shutdown_s=graceful_shutdown_s)]}
 
 
 # --- the worker pods ------------------------------------------------------------------------
@@ -275,21 +284,10 @@ class WorkerShape(BaseModel):
 
 
 def allocatable(machine: catalog.MachineType) -> tuple[float, int]:
-    """(CPUs, memory bytes) a pod can take on a GKE Standard node of this type: the node less
-    GKE's kubelet reservation, the eviction threshold and room for system DaemonSets."""
-    cores = machine.vcpus
-    cpu_reserved = 0.06 + 0.01 * min(max(cores - 1, 0), 1) + 0.005 * min(max(cores - 2, 0), 2)
-    cpu_reserved += 0.0025 * max(cores - 4, 0)
-    memory = machine.memory_bytes
-    tiers = [(4 * GIB, 0.25), (4 * GIB, 0.20), (8 * GIB, 0.10), (112 * GIB, 0.06)]
-    memory_reserved, left = 0.0, float(memory)
-    for size, share in tiers:
-        memory_reserved += min(left, size) * share
-        left = max(0.0, left - size)
-    memory_reserved += left * 0.02
-    cpus = math.floor((cores - cpu_reserved - DAEMONSET_CPUS) * 10) / 10
-    memory_bytes = memory - int(memory_reserved) - EVICTION_THRESHOLD_BYTES - DAEMONSET_MEMORY_BYTES
-    return cpus, memory_bytes // GIB * GIB
+    """(CPUs, memory bytes) a worker pod takes on a node of this type: the catalog's pod
+    capacity, rounded down to a tenth of a core and a whole GiB."""
+    capacity = catalog.pod_capacity(machine.name)
+    return math.floor(capacity.cpus * 10) / 10, capacity.memory_bytes // GIB * GIB
 
 
 def worker_shapes(spec: ModelSpec) -> list[WorkerShape]:

@@ -199,6 +199,21 @@ class GkeCluster(pulumi.ComponentResource):
                 daily_maintenance_window=gcp.container.ClusterMaintenancePolicyDailyMaintenanceWindowArgs(
                     start_time=spec.maintenance_window_start
                 ),
+                # A stack's windows (a launch, a freeze) in which GKE starts no upgrade of the
+                # kind named: with NO_MINOR_OR_NODE_UPGRADES the system pool, which holds the
+                # Ray heads, is not drained either.
+                maintenance_exclusions=[
+                    gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
+                        exclusion_name=exclusion.name,
+                        start_time=exclusion.start_time.isoformat(),
+                        end_time=exclusion.end_time.isoformat(),
+                        exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
+                            scope=exclusion.scope
+                        ),
+                    )
+                    for exclusion in spec.maintenance_exclusions
+                ]
+                or None,
             ),
             deletion_protection=spec.deletion_protection,
             # node_config only shapes the default pool, deleted at creation; GKE reports it

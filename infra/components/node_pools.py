@@ -23,7 +23,10 @@ from serving.scheduling import (
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
     MACHINE_TYPE_LABEL,
+    NODE_SURGE,
     POOL_LABEL,
+    RESERVED_NODES_LABEL,
+    SPOT_CRITICAL_PODS_S,
     SYSTEM_POOL,
 )
 
@@ -84,7 +87,7 @@ def _hardened(service_account: StrInput) -> dict[str, Any]:
 
 # A new node comes up before an old one drains, so an upgrade never lowers serving capacity.
 _SURGE_UPGRADE = gcp.container.NodePoolUpgradeSettingsArgs(
-    strategy="SURGE", max_surge=1, max_unavailable=0
+    strategy="SURGE", max_surge=NODE_SURGE, max_unavailable=0
 )
 # The autoscaler owns the node count once the pool exists; GKE would replace the whole pool
 # (every serving node at once) for a changed initial count.
@@ -161,11 +164,28 @@ class GpuNodePool(pulumi.ComponentResource):
                 ),
                 disk_size_gb=GPU_BOOT_DISK_GB,
                 spot=spec.spot,
+                # A longer graceful node shutdown for preempted Spot nodes, where the stack
+                # asks; the worker pods' grace and Serve's shutdown are sized from it.
+                kubelet_config=(
+                    gcp.container.NodePoolNodeConfigKubeletConfigArgs(
+                        shutdown_grace_period_seconds=spec.spot_shutdown_grace_s,
+                        shutdown_grace_period_critical_pods_seconds=SPOT_CRITICAL_PODS_S,
+                    )
+                    if spec.spot_shutdown_grace_s is not None
+                    else None
+                ),
                 flex_start=spec.flex_start,
                 reservation_affinity=gcp.container.NodePoolNodeConfigReservationAffinityArgs(
                     consume_reservation_type=_RESERVATION_TYPES[spec.reservation_affinity],
                     key=RESERVATION_NAME_KEY if spec.reservations else None,
                     values=list(spec.reservations) or None,
+                ),
+                # The reservations' VM count rides on the pool, for the policy pack to check
+                # the pool's upgrade room against (it never sees the reservation itself).
+                resource_labels=(
+                    {RESERVED_NODES_LABEL: str(spec.reserved_nodes)}
+                    if spec.reserved_nodes is not None
+                    else None
                 ),
                 **_hardened(args.service_account),
             ),

@@ -16,6 +16,14 @@ import pulumi_kubernetes as k8s
 from pydantic import BaseModel, ConfigDict, Field
 
 from infra.config import ServingSecrets, StackConfig
+from infra.disruption import (
+    GCS_CA_CONFIGMAP,
+    GCS_CA_KEY,
+    GCS_PASSWORD_KEY,
+    GCS_PASSWORD_SECRET,
+    Resilience,
+    disruption_budgets,
+)
 from infra.edge import (
     API_KEYS_CONFIGMAP,
     API_KEYS_PATTERN,
@@ -151,6 +159,7 @@ class EdgeIngress(pulumi.ComponentResource):
 
 class LlmServiceArgs(_Args):
     spec: ModelSpec
+    resilience: Resilience = Field(description="GCS store, notice and drains of the stack.")
     project: str
     image: str
     host: str | None
@@ -254,7 +263,11 @@ class LlmService(pulumi.ComponentResource):
                 )
             )
         manifest = rayservice(
-            spec, args.image, with_hf_token=with_token, token_generation=args.token_generation
+            spec,
+            args.image,
+            with_hf_token=with_token,
+            token_generation=args.token_generation,
+            resilience=args.resilience,
         )
         service = k8s.apiextensions.CustomResource(
             f"{name}-rayservice",
@@ -264,6 +277,17 @@ class LlmService(pulumi.ComponentResource):
             spec=manifest["spec"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
+        minimums = {
+            group["groupName"]: group["minReplicas"]
+            for group in manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+        }
+        for budget in disruption_budgets(resource_name(spec), SERVING_NAMESPACE, minimums):
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-pdb-{budget['metadata']['name'].removeprefix(resource_name(spec) + '-')}",
+                metadata=budget["metadata"],
+                spec=budget["spec"],
+                opts=child,
+            )
         ingress = model_ingress(
             spec,
             host=args.host,
@@ -285,6 +309,9 @@ class LlmService(pulumi.ComponentResource):
 
 class ServingPlaneArgs(_Args):
     models: dict[str, ModelSpec] = Field(description="Profiles by name, as the stack lists them.")
+    resilience: Resilience
+    gcs_auth: Any = Field(description="pulumi.Output[str], secret: the GCS Redis AUTH string.")
+    gcs_ca_certificate: Any = Field(description="pulumi.Output[str]: Memorystore's server CA.")
     project: str
     config: StackConfig
     secrets: ServingSecrets
@@ -315,9 +342,25 @@ class ServingPlane(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata={"name": SERVING_NAMESPACE}, opts=on_cluster
         )
+        in_namespace = pulumi.ResourceOptions(
+            parent=self, providers=[provider], depends_on=[namespace]
+        )
         deny = default_deny(SERVING_NAMESPACE)
         ready: list[pulumi.Resource] = [
             namespace,
+            # The heads read the GCS Redis password from here (secretKeyRef), never from a value.
+            k8s.core.v1.Secret(
+                f"{name}-gcs-auth",
+                metadata={"name": GCS_PASSWORD_SECRET, "namespace": SERVING_NAMESPACE},
+                string_data={GCS_PASSWORD_KEY: pulumi.Output.secret(args.gcs_auth)},
+                opts=in_namespace,
+            ),
+            k8s.core.v1.ConfigMap(
+                f"{name}-gcs-ca",
+                metadata={"name": GCS_CA_CONFIGMAP, "namespace": SERVING_NAMESPACE},
+                data={GCS_CA_KEY: args.gcs_ca_certificate},
+                opts=in_namespace,
+            ),
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-default-deny",
                 metadata=deny["metadata"],
@@ -361,6 +404,7 @@ class ServingPlane(pulumi.ComponentResource):
                     ),
                     cluster_ranges=[config.subnet_cidr, config.pods_cidr, config.services_cidr],
                     token_generation=config.ray_token_generation,
+                    resilience=args.resilience,
                 ),
                 after,
             )

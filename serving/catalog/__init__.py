@@ -23,6 +23,13 @@ from serving.catalog.models import (
     BYTES_PER_WEIGHT_AS_LOADED,
     Architecture,
 )
+from serving.catalog.nodes import (
+    CPU_MACHINE_TYPES,
+    Capacity,
+    CpuMachineType,
+    kubelet_allocatable,
+    pod_capacity,
+)
 from serving.catalog.zones import GPU_ZONES, region_of, regions_offering, zones_offering
 from serving.errors import FixableValueError, unknown_key_fix
 
@@ -56,6 +63,7 @@ __all__ = [
     "ARCHITECTURES",
     "BYTES_PER_WEIGHT",
     "BYTES_PER_WEIGHT_AS_LOADED",
+    "CPU_MACHINE_TYPES",
     "FP8_ACCELERATORS",
     "GIB",
     "GPU_ZONES",
@@ -64,11 +72,15 @@ __all__ = [
     "PRICES_AS_OF",
     "Accelerator",
     "Architecture",
+    "Capacity",
+    "CpuMachineType",
     "MachineType",
     "accelerator",
     "architecture",
+    "kubelet_allocatable",
     "machine_type",
     "machines_for",
+    "pod_capacity",
     "region_of",
     "regions_offering",
     "zones_offering",

@@ -38,7 +38,9 @@ TEST_SECRETS = {
     "servestack:tls_key": TEST_TLS_KEY,
     "servestack:hf_token": TEST_HF_TOKEN,
 }
-SECRET_VALUES = (TEST_HF_TOKEN, TEST_API_KEY, "servestackTestKeyNotReal89")
+# The AUTH string Memorystore generates, as the mock engine answers it.
+TEST_REDIS_AUTH = "servestack-test-redis-auth-not-real"
+SECRET_VALUES = (TEST_HF_TOKEN, TEST_API_KEY, "servestackTestKeyNotReal89", TEST_REDIS_AUTH)
 T = TypeVar("T")
 
 
@@ -59,7 +61,10 @@ class RecordingMocks(ProgramMocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.registered.append(Registered(args.typ, args.name, dict(args.inputs), args.custom))
-        return super().new_resource(args)
+        resource_id, outputs = super().new_resource(args)
+        if args.typ == "gcp:redis/instance:Instance":
+            outputs["authString"] = TEST_REDIS_AUTH
+        return resource_id, outputs
 
     def of_type(self, type_token: str) -> list[Registered]:
         return [r for r in self.registered if r.type == type_token]
@@ -100,8 +105,10 @@ def resolve(output: pulumi.Output[T]) -> tuple[T, bool]:
 
 def planned_pools(root: Path, stack: str) -> dict[str, tuple[int, int, bool]]:
     """(min nodes, max nodes, a replica spans nodes) per machine type: the models' worker
-    shapes (one pod per node) summed, as the pools must hold them."""
+    shapes (one pod per node) summed, as the pools must hold them, and room at the top for a
+    RayService upgrade's new cluster at the largest model's minimum."""
     totals: dict[str, tuple[int, int, bool]] = {}
+    upgrade_room: dict[str, int] = {}
     for spec in load_stack(stack, root).profiles.values():
         for shape in worker_shapes(spec):
             low, high, spans = totals.get(shape.machine_type, (0, 0, False))
@@ -110,7 +117,12 @@ def planned_pools(root: Path, stack: str) -> dict[str, tuple[int, int, bool]]:
                 high + shape.max_replicas,
                 spans or shape.nodes_per_replica > 1,
             )
-    return totals
+            room = max(upgrade_room.get(shape.machine_type, 0), shape.min_replicas)
+            upgrade_room[shape.machine_type] = room
+    return {
+        machine: (low, high + upgrade_room[machine], spans)
+        for machine, (low, high, spans) in totals.items()
+    }
 
 
 def pulumi_config(stack_file: Path) -> dict[str, str]:

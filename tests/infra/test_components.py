@@ -221,7 +221,9 @@ class TestGpuNodePool:
         assert registered.inputs["initialNodeCount"] == 0
 
     def test_a_specific_reservation_is_targeted_by_name(self, mocks: RecordingMocks) -> None:
-        spec = gpu_spec(reservation_affinity="specific", reservations=["h100-block"])
+        spec = gpu_spec(
+            reservation_affinity="specific", reservations=["h100-block"], reserved_nodes=4
+        )
         _, registered = build_gpu_pool(mocks, spec)
         assert registered.inputs["nodeConfig"]["reservationAffinity"] == {
             "consumeReservationType": "SPECIFIC_RESERVATION",
@@ -273,6 +275,12 @@ class TestGpuPoolSpec:
             ),
             ("a3-highgpu-8g", {"queued_provisioning": True, "min_nodes": 1}, "queued_provisioning"),
             ("a3-highgpu-4g", {"spot": False}, "spot"),
+            (
+                "a3-highgpu-8g",
+                {"reservation_affinity": "specific", "reservations": ["r"]},
+                "reserved_nodes",
+            ),
+            ("a3-highgpu-8g", {"spot_shutdown_grace_s": 60}, "spot_shutdown_grace_s"),
         ],
         ids=[
             "min-above-max",
@@ -287,6 +295,8 @@ class TestGpuPoolSpec:
             "queued-and-compact",
             "queued-with-a-minimum",
             "spot-only-machine-on-demand",
+            "specific-without-a-vm-count",
+            "shutdown-grace-on-demand",
         ],
     )
     def test_refuses(self, machine_type: str, changes: dict[str, Any], field: str) -> None:

@@ -16,7 +16,7 @@ from infra.config import StackConfig, load_pulumi_stack, load_stack
 from serving.errors import ServestackError
 
 # Keys Pulumi's project schema cannot declare: mappings, and an optional string with no default.
-UNDECLARABLE = {"gpu_pools", "prices", "cluster_zone", "edge_host"}
+UNDECLARABLE = {"gpu_pools", "prices", "cluster_zone", "edge_host", "maintenance_exclusions"}
 
 
 def _declared() -> dict[str, dict[str, Any]]:

@@ -288,6 +288,22 @@ BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = 
         ["reservation_affinity: specific"],
     ),
     (
+        "reservation-without-upgrade-room",
+        "prod",
+        _stack(PROD, lambda c: c["servestack:gpu_pools"]["a3-highgpu-8g"].update(reserved_nodes=4)),
+        PROD,
+        "servestack:gpu_pools.a3-highgpu-8g.reserved_nodes",
+        ["needs 6 nodes", "1 for a RayService upgrade's new cluster", "reserved_nodes: 6"],
+    ),
+    (
+        "head-larger-than-a-system-node",
+        "dev",
+        _stack(DEV, lambda c: c.update({"servestack:system_machine_type": "e2-standard-2"})),
+        DEV,
+        "servestack:system_machine_type",
+        ["head requests 2.5 CPU", "on e2-standard-2", "e2-standard-4"],
+    ),
+    (
         "compact-pool-over-two-zones",
         "prod",
         _stack(

@@ -29,6 +29,7 @@ from infra.components.identity import NODE_ROLES
 from infra.config import load_stack
 from infra.manifests import resource_name, ships_router
 from serving import catalog
+from serving.compiler import worker_shapes
 from serving.scheduling import MACHINE_TYPE_LABEL
 
 STACKS = ["dev", "prod"]
@@ -86,8 +87,14 @@ class TestShippedStacks:
             # balancer), every model's Ray nodes and the KubeRay operator.
             "kubernetes:monitoring.googleapis.com/v1:PodMonitoring": 3,
             # The edge's API-key hashes, and servestack's router module where a model uses it.
-            "kubernetes:core/v1:ConfigMap": 1 + sum(1 for spec in models if ships_router(spec)),
-            "kubernetes:core/v1:Secret": 1 + from_huggingface,
+            # The GCS Redis's CA beside them; its AUTH string as a Secret beside the TLS pair.
+            "kubernetes:core/v1:ConfigMap": 2 + sum(1 for spec in models if ships_router(spec)),
+            "kubernetes:core/v1:Secret": 2 + from_huggingface,
+            # A budget for each model's head and each worker group with a minimum above zero.
+            "kubernetes:policy/v1:PodDisruptionBudget": sum(
+                1 + sum(1 for shape in worker_shapes(spec) if shape.min_replicas > 0)
+                for spec in models
+            ),
             # Per model the head's account (KubeRay's autoscaler) and the workers' own.
             "kubernetes:core/v1:ServiceAccount": 2 * len(models),
             # The serving namespace's default deny, and one policy per model.
@@ -107,6 +114,10 @@ class TestShippedStacks:
             "gcp:kms/cryptoKey:CryptoKey": 1,
             "gcp:projects/serviceIdentity:ServiceIdentity": 1,
             "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": 1,
+            # The GCS Redis and the private service access it is reached through.
+            "gcp:redis/instance:Instance": 1,
+            "gcp:compute/globalAddress:GlobalAddress": 1,
+            "gcp:servicenetworking/connection:Connection": 1,
             NODE_POOL: 1 + len(planned_pools(REPO, stack)),
             # Observability: one dashboard; an email channel per address; five alert policies
             # per model and one per GPU model the pools keep nodes of.

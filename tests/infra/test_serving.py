@@ -33,9 +33,10 @@ from infra_support import (
 
 from infra.components.serving import LlmService, LlmServiceArgs
 from infra.config import load_stack
+from infra.disruption import Resilience, resilience_for
 from infra.edge import model_ingress
 from infra.manifests import rayservice, router_configmap
-from serving.compiler import cluster_env, serve_config, worker_shapes
+from serving.compiler import cluster_env, llm_configs_of, serve_config, worker_shapes
 from serving.loading import load_profile
 from serving.scheduling import MACHINE_TYPE_LABEL
 from serving.spec import ModelSpec, Router
@@ -131,8 +132,14 @@ class TestRayServiceSchema:
 
 class TestRayServiceDerivedValues:
     def test_the_serve_config_is_the_compiled_one(self, shipped: ModelSpec) -> None:
+        """The compiled application, with the graceful shutdown its nodes' notice allows."""
         manifest = rayservice(shipped, IMAGE)
-        assert yaml.safe_load(manifest["spec"]["serveConfigV2"]) == serve_config(shipped)
+        deployed = yaml.safe_load(manifest["spec"]["serveConfigV2"])
+        (shutdown,) = {
+            config["deployment_config"]["graceful_shutdown_timeout_s"]
+            for _, config in llm_configs_of(deployed["applications"][0]["args"])
+        }
+        assert deployed == serve_config(shipped, graceful_shutdown_s=shutdown)
 
     def test_the_fast_path_environment_is_on_the_head_and_every_worker(
         self, shipped: ModelSpec
@@ -221,6 +228,7 @@ class TestCoreObjects:
         run(importlib.import_module("infra.__main__").main)
         core = [r for r in mocks.registered if r.type.startswith("kubernetes:core/v1:")]
         core += [r for r in mocks.registered if r.type.startswith("kubernetes:networking")]
+        core += [r for r in mocks.registered if r.type.startswith("kubernetes:policy")]
         assert core
         for resource in core:
             manifest = _unwrap_secrets(resource.inputs)
@@ -292,8 +300,15 @@ class TestProgram:
             r.inputs["metadata"]["name"]: r.inputs
             for r in mocks.of_type("kubernetes:ray.io/v1:RayService")
         }
+        # The address is the Memorystore instance's (the mock engine's answer for it).
+        resilience = resilience_for(
+            stack.config.gpu_pools, stream_timeout_s=stack.config.stream_timeout_s,
+            gcs_address="rediss://10.9.0.3:6378",
+        )  # fmt: skip
         for spec in stack.profiles.values():
-            rendered = rayservice(spec, stack.config.ray_image, with_hf_token=True)
+            rendered = rayservice(
+                spec, stack.config.ray_image, with_hf_token=True, resilience=resilience
+            )
             assert registered[rendered["metadata"]["name"]]["spec"] == json.loads(
                 json.dumps(rendered["spec"])
             )
@@ -347,7 +362,7 @@ class TestServestacksRouter:
         )
         manifest = rayservice(spec, IMAGE)
         head = manifest["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
-        assert "volumes" not in head
+        assert "servestack-router" not in {volume["name"] for volume in head.get("volumes", [])}
         assert "PYTHONPATH" not in {e["name"] for e in head["containers"][0]["env"]}
 
     def test_the_program_registers_the_router_before_the_rayservice(
@@ -358,7 +373,7 @@ class TestServestacksRouter:
                 "llm",
                 LlmServiceArgs(
                     spec=self.spec(), project="p", image=IMAGE, host=None,
-                    requests_per_second=20, stream_timeout_s=600,
+                    requests_per_second=20, stream_timeout_s=600, resilience=Resilience(),
                     operator_namespace="kuberay-system", cluster_ranges=[],
                 ),
             )

@@ -196,11 +196,29 @@ def _container_context(**changes: Any) -> Edit:
     def apply(inputs: dict[str, Any]) -> None:
         _container(_workers(inputs)[0])["securityContext"].update(changes)
 
+
+def _head_cpu(cpu: str) -> Edit:
+    def apply(inputs: dict[str, Any]) -> None:
+        _container(_cluster(inputs)["headGroupSpec"])["resources"]["requests"]["cpu"] = cpu
+
     return apply
 
 
 def _worker_pod(**changes: Any) -> Edit:
     return lambda inputs: _workers(inputs)[0]["template"]["spec"].update(changes)
+
+
+def _worker_pods(**changes: Any) -> Edit:
+    return lambda inputs: [group["template"]["spec"].update(changes) for group in _workers(inputs)]
+
+
+def _worker_template(**changes: Any) -> Edit:
+    return lambda inputs: [group["template"].update(changes) for group in _workers(inputs)]
+
+
+def _drop_worker_grace(inputs: dict[str, Any]) -> None:
+    for group in _workers(inputs):
+        group["template"]["spec"].pop("terminationGracePeriodSeconds")
 
 
 def _strategy(strategy: str) -> Edit:
@@ -356,6 +374,33 @@ CASES: dict[str, Case] = {
     ),
     "stack-rayservice-pool-exists": Case(
         "prod", "gpu-pool", _set(1, "autoscaling", "totalMaxNodeCount"),
+        _pop("nodeConfig", "labels"), "advisory",
+    ),
+    "stack-pod-fits-node": Case(
+        "dev", RAYSERVICE, _head_cpu("8"),
+        _pop("spec", "rayClusterConfig", "headGroupSpec", "template", "spec", "nodeSelector"),
+        "advisory",
+    ),
+    "stack-rayservice-gcs-fault-tolerance": Case(
+        "dev", RAYSERVICE, _pop("spec", "rayClusterConfig", "gcsFaultToleranceOptions"),
+        _pop("spec", "rayClusterConfig", "gcsFaultToleranceOptions", "redisPassword"),
+        "advisory",
+    ),
+    "stack-rayservice-disruption-budgets": Case(
+        "prod", RAYSERVICE, _worker_template(metadata={"labels": {"app": "another"}}),
+        _worker_template(metadata={}), "advisory",
+    ),
+    "stack-rayservice-grace-fits-notice": Case(
+        "dev", RAYSERVICE, _worker_pods(terminationGracePeriodSeconds=120), _drop_worker_grace,
+        "advisory",
+    ),
+    "stack-rayservice-cluster-deletion-delay": Case(
+        "prod", RAYSERVICE, _set(60, "spec", "rayClusterDeletionDelaySeconds"),
+        _pop("spec", "rayClusterDeletionDelaySeconds"), {"min_seconds": 100_000},
+        threshold=True,
+    ),
+    "stack-nodepool-upgrade-room": Case(
+        "prod", "gpu-pool", _set(4, "autoscaling", "totalMaxNodeCount"),
         _pop("nodeConfig", "labels"), "advisory",
     ),
 }  # fmt: skip

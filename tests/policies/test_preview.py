@@ -47,6 +47,8 @@ REFUSED_BY = {
     "prefix-router-ray-2-56-0": "serving-rayservice-image-floor",
     "tp8-pack": "topology-rayservice-strict-pack",
     "two-node-not-compact": "topology-nodepool-compact-for-multinode",
+    "head-on-e2-standard-2": "stack-pod-fits-node",
+    "reservation-without-upgrade-room": "stack-nodepool-upgrade-room",
 }
 
 
