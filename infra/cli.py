@@ -619,6 +619,9 @@ def _positive_ms(value: float, flag: str) -> float:
 
 
 def main() -> None:
+    from infra import faults_cli
+
+    faults_cli.register(app, console, _one_model, _require_local)
     try:
         app()
     except ServestackError as exc:

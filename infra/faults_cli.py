@@ -60,6 +60,7 @@ def faults_command(
     pick_model: object,
 ) -> None:
     from serving.local import faults as runs
+    from serving.local.fault_load import FaultLoad
     from serving.local.simulation import settings_from_plan
 
     loaded = load_stack(stack)
@@ -72,9 +73,7 @@ def faults_command(
                 unknown_key_fix(name, runs.FAULTS, "faults"),
             )  # fmt: skip
     settings = settings_from_plan(spec, time_scale=time_scale)
-    load = runs.FaultLoad(
-        streams=streams, output_tokens=output_tokens, replicas=replicas, seed=seed
-    )
+    load = FaultLoad(streams=streams, output_tokens=output_tokens, replicas=replicas, seed=seed)
     # A stream's length: one decode step per token with every stream of a replica running.
     per_replica = -(-streams // replicas)
     stream_s = output_tokens * settings.decode_step(per_replica) * settings.time_scale

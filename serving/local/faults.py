@@ -7,16 +7,15 @@ Faults, each while streams are in flight:
 - `replica-process-kill`: SIGKILL to that actor's worker process;
 - `scale-up-down`: the deployment goes to one more replica and back (Serve rewrites HAProxy's
   config and reloads it each time);
-- `controller-kill`: Ray kills the Serve controller (Ray restarts it).
+- `controller-kill`: Ray kills the Serve controller (Ray restarts it);
+- `gcs-restart`: the head's GCS server is killed and started again on its port, its tables in a
+  local Redis (`redis-server`), as KubeRay's GCS fault tolerance does with a new head.
 
 A session is one local Ray (`serving.local.runtime.local_serve`) with one HAProxy hard-stop
 setting: Ray reads it when its processes start. `run_session` runs in its own process and
 prints one JSON report per fault; `run_sessions` starts those processes.
 
-What a client sees is classified per request: completed (every token and `[DONE]`), refused
-(an HTTP error or a broken connection before any token: a clean error a client can retry),
-cut (tokens, then the stream broke: the client has half an answer), or hung (no byte for
-`stall_s`: the client would wait for ever).
+What a client sees is classified per request by `serving.local.fault_load`.
 """
 
 from __future__ import annotations
@@ -25,69 +24,50 @@ import asyncio
 import contextlib
 import json
 import os
-import random
-import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving.compiler import llm_configs_of
+from serving.local.fault_load import (
+    FaultLoad,
+    InFlight,
+    StreamResult,
+    first_success_after,
+    run_streams,
+    stream_bodies,
+)
 from serving.local.simulation import SimulationSettings
 from serving.spec import Autoscaling, ModelSpec
 
 FaultName = Literal[
-    "replica-actor-kill", "replica-process-kill", "scale-up-down", "controller-kill"
+    "replica-actor-kill", "replica-process-kill", "scale-up-down", "controller-kill", "gcs-restart"
 ]
 FAULTS: tuple[FaultName, ...] = (
     "scale-up-down",
     "replica-actor-kill",
     "replica-process-kill",
     "controller-kill",
+    "gcs-restart",
 )
-Outcome = Literal["completed", "refused", "cut", "hung"]
+# The GCS restart needs GCS fault tolerance: a Redis the GCS keeps its tables in (Debian's
+# redis-server here, as the cluster has Memorystore).
+REDIS_FAULTS: tuple[FaultName, ...] = ("gcs-restart",)
 HARD_STOP_VARIABLE = "RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S"
 REPORT_PREFIX = "SERVESTACK_FAULT_REPORT "
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class FaultLoad(_Frozen):
-    """The load each fault meets and how long to wait for things."""
-
-    streams: int = Field(default=12, ge=1, description="Streamed requests per fault.")
-    output_tokens: int = Field(default=400, ge=1, description="Tokens each stream asks for.")
-    input_tokens: int = Field(default=50, ge=1)
-    spread_s: float = Field(default=3.0, ge=0, description="Streams start over this window.")
-    fault_at_s: float = Field(default=5.0, ge=0, description="The fault, after the first start.")
-    scale_hold_s: float = Field(default=6.0, ge=0, description="Time at one more replica.")
-    replicas: int = Field(default=2, ge=1)
-    stall_s: float = Field(default=30.0, gt=0, description="Silence after which a stream hangs.")
-    recover_timeout_s: float = Field(default=120.0, gt=0)
-    graceful_shutdown_s: int = Field(
-        default=60, ge=1, description="Serve's graceful_shutdown_timeout_s for the replicas."
-    )
-    seed: int = 7
-
-
-class StreamResult(_Frozen):
-    outcome: Outcome
-    status: int | None = None
-    tokens: int = 0
-    replica: str | None = None
-    start_s: float
-    end_s: float
-    error: str | None = None
 
 
 class FaultReport(_Frozen):
@@ -112,127 +92,6 @@ class FaultReport(_Frozen):
         description="Slowest time from a failed stream's start to its error: hangs show here."
     )
     errors: list[str] = Field(default_factory=list)
-
-
-# --- the load -----------------------------------------------------------------------------
-
-
-def stream_bodies(model: str, load: FaultLoad) -> list[dict[str, Any]]:
-    rng = random.Random(load.seed)
-    return [
-        {
-            "model": model,
-            "messages": [{"role": "user", "content": " ".join(
-                f"w{rng.randrange(10_000)}" for _ in range(load.input_tokens)
-            )}],
-            "max_tokens": load.output_tokens,
-            "stream": True,
-        }
-        for _ in range(load.streams)
-    ]  # fmt: skip
-
-
-class InFlight:
-    """Streams in flight per replica (the simulated engine names its replica in each chunk's
-    `system_fingerprint`), so a fault can strike the busiest one."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._streams: Counter[str] = Counter()
-
-    def add(self, replica: str, count: int) -> None:
-        with self._lock:
-            self._streams[replica] += count
-
-    def busiest(self) -> str | None:
-        with self._lock:
-            top = self._streams.most_common(1)
-            return top[0][0] if top and top[0][1] > 0 else None
-
-
-_FINGERPRINT = re.compile(r'"system_fingerprint":\s*"sim-([^"]+)"')
-
-
-async def stream_one(
-    client: httpx.AsyncClient,
-    endpoint: str,
-    body: dict[str, Any],
-    origin: float,
-    in_flight: InFlight | None = None,
-) -> StreamResult:
-    start = time.monotonic() - origin
-    tokens, status, replica = 0, None, None
-    try:
-        async with client.stream("POST", f"{endpoint}/v1/chat/completions", json=body) as response:
-            status = response.status_code
-            if status != 200:
-                text = (await response.aread()).decode(errors="replace")[:200]
-                return StreamResult(
-                    outcome="refused", status=status, start_s=start,
-                    end_s=time.monotonic() - origin, error=f"HTTP {status}: {text}",
-                )  # fmt: skip
-            async for line in response.aiter_lines():
-                if line == "data: [DONE]":
-                    if in_flight is not None and replica is not None:
-                        in_flight.add(replica, -1)
-                    return StreamResult(
-                        outcome="completed", status=status, tokens=tokens, start_s=start,
-                        end_s=time.monotonic() - origin, replica=replica,
-                    )  # fmt: skip
-                if replica is None and (found := _FINGERPRINT.search(line)):
-                    replica = found.group(1)
-                    if in_flight is not None:
-                        in_flight.add(replica, 1)
-                if line.startswith("data: ") and '"content"' in line:
-                    tokens += 1
-                if line.startswith("data: ") and '"error"' in line:
-                    raise ValueError(line[6:200])
-        error = "the stream ended without [DONE]"
-        outcome: Outcome = "cut" if tokens else "refused"
-    except httpx.TimeoutException as exc:
-        error, outcome = f"{type(exc).__name__}: no byte for the stall timeout", "hung"
-    except (httpx.HTTPError, ValueError) as exc:
-        error = f"{type(exc).__name__}: {exc}"[:200]
-        outcome = "cut" if tokens else "refused"
-    if in_flight is not None and replica is not None:
-        in_flight.add(replica, -1)
-    return StreamResult(
-        outcome=outcome, status=status, tokens=tokens, start_s=start,
-        end_s=time.monotonic() - origin, error=error, replica=replica,
-    )  # fmt: skip
-
-
-async def run_streams(
-    endpoint: str,
-    bodies: Sequence[dict[str, Any]],
-    load: FaultLoad,
-    origin: float,
-    in_flight: InFlight | None = None,
-) -> list[StreamResult]:
-    """Start the streams spread over `spread_s` (seeded order), all in flight together."""
-    timeout = httpx.Timeout(connect=10.0, read=load.stall_s, write=10.0, pool=10.0)
-    limits = httpx.Limits(max_connections=len(bodies) + 4)
-    step = load.spread_s / max(1, len(bodies) - 1)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
-
-        async def later(index: int, body: dict[str, Any]) -> StreamResult:
-            await asyncio.sleep(index * step)
-            return await stream_one(client, endpoint, body, origin, in_flight)
-
-        return list(await asyncio.gather(*(later(i, b) for i, b in enumerate(bodies))))
-
-
-def first_success_after(endpoint: str, model: str, since: float, timeout_s: float) -> float | None:
-    """Seconds from `since` until a short new request is answered."""
-    body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
-    deadline = since + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            response = httpx.post(f"{endpoint}/v1/chat/completions", json=body, timeout=10.0)
-            if response.status_code == 200:
-                return time.monotonic() - since
-        time.sleep(0.25)
-    return None
 
 
 # --- the faults (inside the process that started the local Ray) ---------------------------
@@ -283,6 +142,19 @@ def kill_controller() -> None:
     from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
 
     ray.kill(ray.get_actor(SERVE_CONTROLLER_NAME, namespace=SERVE_NAMESPACE), no_restart=False)
+
+
+def restart_gcs() -> None:
+    """Kill the GCS and start it again on the same port (raylets and workers reconnect there),
+    as Ray's own GCS fault-tolerance tests do."""
+    from ray._private import worker
+
+    node = worker._global_node
+    assert node is not None, "the local Ray was started by this process"
+    port = int(str(node.gcs_address).rsplit(":", 1)[1])
+    node.kill_gcs_server()
+    node._ray_params.gcs_server_port = port
+    node.start_gcs_server()
 
 
 def fault_application(
@@ -359,6 +231,8 @@ def run_fault(
     elif fault == "controller-kill":
         kill_controller()
         target = None
+    elif fault == "gcs-restart":
+        restart_gcs()
     else:
         deploy(fault_application(running.application, load.replicas + 1, load.graceful_shutdown_s))
         time.sleep(load.scale_hold_s)
@@ -404,6 +278,7 @@ class Session(_Frozen):
     name: str
     hard_stop_s: int
     faults: tuple[FaultName, ...]
+    redis: bool = Field(default=False, description="GCS fault tolerance on a local Redis.")
 
 
 def default_sessions(
@@ -421,9 +296,15 @@ def default_sessions(
                 faults=("scale-up-down",),
             )
         )
-    sessions.append(
-        Session(name="servestack", hard_stop_s=int(stream_s * 2 + 30), faults=tuple(faults))
-    )
+    hard_stop_s = int(stream_s * 2 + 30)
+    plain = tuple(f for f in faults if f not in REDIS_FAULTS)
+    if plain:
+        sessions.append(Session(name="servestack", hard_stop_s=hard_stop_s, faults=plain))
+    with_redis = tuple(f for f in faults if f in REDIS_FAULTS)
+    if with_redis:
+        sessions.append(
+            Session(name="gcs-on-redis", hard_stop_s=hard_stop_s, faults=with_redis, redis=True)
+        )
     return sessions
 
 
@@ -439,11 +320,43 @@ def run_session(
         target_ongoing_requests=spec.autoscaling.target_ongoing_requests,
     )})  # fmt: skip
     reports = []
-    with local_serve(fixed, settings) as running:
+    with contextlib.ExitStack() as stack:
+        if session.redis:
+            os.environ["RAY_REDIS_ADDRESS"] = stack.enter_context(local_redis())
+        running = stack.enter_context(local_serve(fixed, settings))
         for fault in session.faults:
             reports.append(run_fault(fault, running, load, session.name, session.hard_stop_s))
             print(REPORT_PREFIX + reports[-1].model_dump_json(), flush=True)
     return reports
+
+
+@contextlib.contextmanager
+def local_redis() -> Iterator[str]:
+    """A throwaway redis-server on loopback (no persistence): its address."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is not installed (Debian: apt-get install redis-server)")
+    from serving.local.runtime import free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+        if process.poll() is None:
+            process.kill()
 
 
 def run_sessions(

@@ -1,8 +1,4 @@
-"""The fault runs: how a client's stream is classified (against scripted HTTP answers), and the
-short form CI runs on the real local data plane — real Ray Serve 2.56.1 and its HAProxy, the
-simulated engine — with servestack's HAProxy setting: replicas scaled up and down under long
-streams lose none, a killed replica's streams fail fast with no hang, a killed controller loses
-nothing."""
+"""The fault runs' client: how a stream is classified, against scripted HTTP answers."""
 
 from __future__ import annotations
 
@@ -11,18 +7,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-import pytest
 
-from serving.loading import load_profile
-from serving.local.faults import (
-    FaultLoad,
-    FaultReport,
-    Session,
-    StreamResult,
-    run_sessions,
-    stream_one,
-)
-from serving.local.simulation import settings_from_plan
+from serving.local.fault_load import InFlight, StreamResult, stream_one
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = b'data: {"choices": [{"delta": {"content": "w"}}]}\n\n'
@@ -67,6 +53,21 @@ class TestAStreamIsClassifiedAsTheClientSawIt:
         result = classify(sse(TOKEN, b'data: {"error": {"message": "engine died"}}\n\n'))
         assert result.outcome == "cut"
 
+    def test_the_replica_named_in_the_chunks_is_kept_and_counted_while_in_flight(self) -> None:
+        chunk = TOKEN.replace(b"{", b'{"system_fingerprint": "sim-abc123", ', 1)
+        in_flight = InFlight()
+
+        async def go() -> StreamResult:
+            async with httpx.AsyncClient(transport=sse(chunk, chunk, broken=True)) as client:
+                return await stream_one(client, "http://local", {}, 0.0, in_flight)
+
+        result = asyncio.run(go())
+        assert (result.replica, result.outcome) == ("abc123", "cut")
+        assert in_flight.busiest() is None  # counted while it ran, released when it broke
+        in_flight.add("abc123", 2)
+        in_flight.add("def456", 1)
+        assert in_flight.busiest() == "abc123"
+
     def test_silence_past_the_stall_timeout_is_a_hang(self) -> None:
         async def silent() -> AsyncIterator[bytes]:
             yield TOKEN
@@ -74,46 +75,3 @@ class TestAStreamIsClassifiedAsTheClientSawIt:
 
         transport = httpx.MockTransport(lambda request: httpx.Response(200, content=silent()))
         assert classify(transport).outcome == "hung"
-
-
-@pytest.fixture(scope="module")
-def short_run() -> dict[str, FaultReport]:
-    """CI's short form: one local Ray with servestack's HAProxy hard stop (twice the streams
-    and a margin), three faults under 6 streams of about 8 s on 2 replicas."""
-    spec = load_profile(REPO / "stacks" / "models" / "llama-3.1-8b.yaml")
-    settings = settings_from_plan(spec, time_scale=4.0)
-    load = FaultLoad(
-        streams=6, output_tokens=250, spread_s=2.0, fault_at_s=3.0, scale_hold_s=3.0,
-        stall_s=30.0, recover_timeout_s=90.0, graceful_shutdown_s=40,
-    )  # fmt: skip
-    session = Session(
-        name="servestack",
-        hard_stop_s=60,
-        faults=("scale-up-down", "replica-actor-kill", "controller-kill"),
-    )
-    reports = run_sessions(spec, settings, [session], load, timeout_s=600)
-    return {report.fault: report for report in reports}
-
-
-def test_scaling_up_and_down_under_long_streams_loses_none(
-    short_run: dict[str, FaultReport],
-) -> None:
-    report = short_run["scale-up-down"]
-    assert report.accepted == report.streams
-    assert report.completed == report.streams, report
-
-
-def test_a_killed_replicas_streams_fail_fast_and_nothing_hangs(
-    short_run: dict[str, FaultReport],
-) -> None:
-    report = short_run["replica-actor-kill"]
-    assert report.hung == 0, report
-    assert report.first_success_after_fault_s is not None
-    assert report.recovered_s is not None
-    assert report.longest_failure_s is None or report.longest_failure_s < 30.0
-
-
-def test_a_killed_controller_loses_no_stream(short_run: dict[str, FaultReport]) -> None:
-    report = short_run["controller-kill"]
-    assert report.completed == report.streams, report
-    assert report.recovered_s is not None
