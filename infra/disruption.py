@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.config import GpuPoolOptions, WeightsCache
+from infra.ray_security import MODEL_LABEL
 from serving.scheduling import SPOT_CRITICAL_PODS_S, SPOT_POD_NOTICE_S
 
 # Memorystore for Redis with in-transit encryption listens on 6378 with TLS; Ray's GCS client
@@ -35,9 +36,9 @@ GCS_CA_MOUNT = "/etc/servestack/gcs-redis"
 # known only once Pulumi has created it.
 GCS_ADDRESS_UNRESOLVED = f"rediss://memorystore-host-from-pulumi:{GCS_REDIS_TLS_PORT}"
 
-# The pod label that ties a model's Ray pods to its disruption budgets; KubeRay labels each pod
-# with its node type (head or worker) and worker group itself.
-RAYSERVICE_LABEL = "servestack.io/rayservice"
+# The pod label that ties a model's Ray pods to its disruption budgets (every Ray pod carries
+# it); KubeRay labels each pod with its node type (head or worker) and worker group itself.
+RAYSERVICE_LABEL = MODEL_LABEL
 RAY_NODE_TYPE_LABEL = "ray.io/node-type"
 RAY_GROUP_LABEL = "ray.io/group"
 # The cluster autoscaler never removes a node holding a pod with this annotation set to "false".
@@ -145,10 +146,6 @@ HAPROXY_HARD_STOP_VARIABLE = "RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S"
 def haproxy_env(resilience: Resilience) -> list[dict[str, Any]]:
     """For every Ray container: HAProxy runs wherever Serve runs a proxy (head and workers)."""
     return [{"name": HAPROXY_HARD_STOP_VARIABLE, "value": str(resilience.haproxy_hard_stop_s)}]
-
-
-def pod_labels(name: str) -> dict[str, str]:
-    return {RAYSERVICE_LABEL: name}
 
 
 def head_annotations() -> dict[str, str]:

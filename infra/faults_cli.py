@@ -76,7 +76,7 @@ def faults_command(
     load = FaultLoad(streams=streams, output_tokens=output_tokens, replicas=replicas, seed=seed)
     # A stream's length: one decode step per token with every stream of a replica running.
     per_replica = -(-streams // replicas)
-    stream_s = output_tokens * settings.decode_step(per_replica) * settings.time_scale
+    stream_s = output_tokens * settings.decode_step(per_replica)
     sessions = runs.default_sessions(stream_s, wanted, reproduce=not short)  # type: ignore[arg-type]
     console.print(
         f"{spec.name}: {streams} streams of {output_tokens} tokens (about {stream_s:.0f} s each) "
@@ -119,7 +119,7 @@ def register(app: typer.Typer, console: Console, pick_model: object, require_loc
             list[str] | None,
             typer.Option(
                 help="Only these faults: scale-up-down, replica-actor-kill, "
-                "replica-process-kill, controller-kill."
+                "replica-process-kill, controller-kill, gcs-restart."
             ),
         ] = None,
         short: Annotated[

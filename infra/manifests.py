@@ -24,7 +24,6 @@ from infra.disruption import (
     gcs_tls_pieces,
     haproxy_env,
     head_annotations,
-    pod_labels,
 )
 from infra.edge import model_ingress
 from infra.namespaces import SERVING_NAMESPACE
@@ -174,10 +173,7 @@ def _head(spec: ModelSpec, image: str, with_token: bool, resilience: Resilience)
         # The head schedules and routes; it runs no replica (num-cpus 0) and needs no GPU.
         "rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"},
         "template": {
-            "metadata": {
-                "labels": pod_labels(resource_name(spec)),
-                "annotations": head_annotations(),
-            },
+            "metadata": {"annotations": head_annotations()},
             "spec": {
                 "serviceAccountName": service_account_name(spec),
                 "nodeSelector": {POOL_LABEL: SYSTEM_POOL},
@@ -287,9 +283,8 @@ def _worker_group(
             "volumes": volumes,
         }
     }
-    template["metadata"] = {"labels": pod_labels(resource_name(spec))}
     if annotations:
-        template["metadata"]["annotations"] = annotations
+        template["metadata"] = {"annotations": annotations}
     return {
         "groupName": shape.name,
         "replicas": shape.min_replicas,
@@ -344,10 +339,7 @@ def rayservice(
                 "rayVersion": ray_version(image),
                 # A new head reads the cluster's state back from Redis; KubeRay then keeps the
                 # workers (and the weights they loaded) instead of replacing them all.
-                "gcsFaultToleranceOptions": {
-                    "redisAddress": resilience.gcs_address,
-                    **gcs_fault_tolerance(),
-                },
+                "gcsFaultToleranceOptions": gcs_fault_tolerance(),
                 "enableInTreeAutoscaling": True,
                 "autoscalerOptions": {
                     "version": "v2",
@@ -365,12 +357,18 @@ def rayservice(
             },
         },
     }
-    return harden(
+    hardened = harden(
         manifest,
         model=name,
         worker_account=worker_service_account_name(spec),
         token_generation=token_generation,
     )
+    # Set after hardening, which copies the manifest: in the program the address is the
+    # Memorystore instance's output, which cannot be copied.
+    hardened["spec"]["rayClusterConfig"]["gcsFaultToleranceOptions"]["redisAddress"] = (
+        resilience.gcs_address
+    )
+    return hardened
 
 
 def model_objects(

@@ -159,7 +159,9 @@ class EdgeIngress(pulumi.ComponentResource):
 
 class LlmServiceArgs(_Args):
     spec: ModelSpec
-    resilience: Resilience = Field(description="GCS store, notice and drains of the stack.")
+    resilience: Resilience = Field(
+        default_factory=Resilience, description="GCS store, notice and drains of the stack."
+    )
     project: str
     image: str
     host: str | None

@@ -43,17 +43,15 @@ def _apply(inputs: dict[str, Any], edit: dict[str, Any]) -> None:
 def edited(fixture: dict[str, Any]) -> list[Registered]:
     resources = []
     for resource in registered(fixture["stack"]):
-        inputs = copy.deepcopy(resource.inputs)
-        dropped = False
-        for edit in fixture["edits"]:
-            if edit["type"] != resource.type:
-                continue
-            if edit.get("drop"):
-                dropped = True
-            else:
+        edits = [edit for edit in fixture["edits"] if edit["type"] == resource.type]
+        if any(edit.get("drop") for edit in edits):
+            continue
+        if edits:
+            inputs = copy.deepcopy(resource.inputs)
+            for edit in edits:
                 _apply(inputs, edit)
-        if not dropped:
-            resources.append(replace(resource, inputs=inputs))
+            resource = replace(resource, inputs=inputs)
+        resources.append(resource)
     return resources
 
 

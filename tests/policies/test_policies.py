@@ -196,6 +196,8 @@ def _container_context(**changes: Any) -> Edit:
     def apply(inputs: dict[str, Any]) -> None:
         _container(_workers(inputs)[0])["securityContext"].update(changes)
 
+    return apply
+
 
 def _head_cpu(cpu: str) -> Edit:
     def apply(inputs: dict[str, Any]) -> None:

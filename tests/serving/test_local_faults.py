@@ -1,4 +1,5 @@
-"""The fault runs' client: how a stream is classified, against scripted HTTP answers."""
+"""The fault runs: how their client classifies a stream (against scripted HTTP answers), and
+bad input to `servestack faults`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+from cli_support import copy_repo, run
 
 from serving.local.fault_load import InFlight, StreamResult, stream_one
 
@@ -75,3 +77,10 @@ class TestAStreamIsClassifiedAsTheClientSawIt:
 
         transport = httpx.MockTransport(lambda request: httpx.Response(200, content=silent()))
         assert classify(transport).outcome == "hung"
+
+
+def test_an_unknown_fault_is_bad_input_naming_the_known_ones(tmp_path: Path) -> None:
+    result = run(copy_repo(tmp_path / "repo"), "faults", "--local", "--fault", "gcs-restrat")
+    assert result.returncode == 2
+    assert "--fault: unknown fault 'gcs-restrat'" in result.stderr
+    assert "gcs-restart" in result.stderr and "Traceback" not in result.stderr
