@@ -139,10 +139,10 @@ def test_what_a_run_leaves_behind_is_found_and_removed() -> None:
     )
     assert parent.stdout is not None and parent.stdout.readline().strip() == "1"
     deadline = time.monotonic() + 10
-    counted = cleanup.census()
+    counted = cleanup.census(parent.pid)
     while LEFTOVER not in counted.shm and time.monotonic() < deadline:
         time.sleep(0.2)
-        counted = cleanup.census()
+        counted = cleanup.census(parent.pid)
     assert LEFTOVER in counted.shm
     assert parent.stdin is not None
     parent.stdin.close()  # the parent exits; its child is orphaned
