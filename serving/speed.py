@@ -27,56 +27,65 @@ from serving.memory import (
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     weight_bytes,
-    weight_bytes_per_gpu,
 )
 from serving.spec import ModelSpec, Parallelism
 
 # Every constant below marked "fitted" was fitted once, by least squares on log error, to the
 # `fit` rows of the calibration set (tests/calibration_set.py), within physically plausible
-# bounds; the `held` rows then judge them (serving.accuracy).
+# bounds, by scripts/fit_speed_constants.py; the `held` rows then judge them (serving.accuracy).
 
 # Fraction of peak HBM bandwidth a decode step reaches streaming dense weights (fitted; at the
 # 0.85 bound, about what a streaming read reaches on H100/A100)...
 HBM_EFFICIENCY = 0.85
-# ...streaming expert weights through grouped GEMMs that see a few tokens per expert (fitted)...
-EXPERT_HBM_EFFICIENCY = 0.6
-# ...and reading paged KV cache in the attention kernel at the short contexts of chat (fitted).
-ATTENTION_HBM_EFFICIENCY = 0.3
-# Fraction of peak tensor-core FLOP/s reached by prefill and by compute-bound decode (fitted).
-PREFILL_MFU = 0.56
-DECODE_MFU = 0.3
+# ...streaming expert weights through grouped GEMMs (fitted; at the same bound)...
+EXPERT_HBM_EFFICIENCY = 0.85
+# ...and reading paged KV cache in the decode attention kernel, a streaming read of pages
+# (fitted, at its lower bound of 0.5: what sequences cost beyond their bytes is per-sequence
+# work, PER_SEQUENCE_STEP_S, not a slower stream, or long contexts would be mispriced).
+ATTENTION_HBM_EFFICIENCY = 0.5
+# Fraction of peak tensor-core FLOP/s reached by prefill, by compute capability major version,
+# and by compute-bound decode (fitted). Hopper's peak is three times Ampere's and reachable only
+# by kernels built for it (wgmma, TMA); the GEMMs a serving engine runs reach a smaller share of
+# it than Ampere's, as the published runs show: Qwen3-14B prefills 2K prompts at about 60% of an
+# A100's peak and 35% of an H100's.
+PREFILL_MFU = {8: 0.65, 9: 0.42}
+DECODE_MFU = 0.32
 # Causal attention in prefill reaches less of the peak than the matmuls, and a smaller share of
 # Hopper's far larger peak than of Ampere's, by compute capability major version. Ampere:
 # FlashAttention-2 reaches 50-73% of A100 peak (Dao, "FlashAttention-2", 2023), taken at 0.6;
 # Hopper: fitted.
-ATTENTION_MFU = {8: 0.6, 9: 0.3}
+ATTENTION_MFU = {8: 0.6, 9: 0.43}
 # Attention sinks (gpt-oss) run on vLLM's Triton attention backend where FlashAttention 3 is not
 # available (Ampere), at this share of the peak (fitted on gpt-oss-20b at 32k on an A100).
 TRITON_ATTENTION_MFU = 0.12
 # Grouped expert GEMMs reach this share of the dense matmuls' efficiency (fitted).
-EXPERT_MFU_SHARE = 0.85
+EXPERT_MFU_SHARE = 0.65
+# FP8 expert weights run vLLM's fused-MoE kernels with a scale per 128x128 weight block (the
+# format of DeepSeek-V3's and Qwen3's FP8 checkpoints), which gain this much over the same
+# kernels' BF16 math, far from the 2x of FP8 tensor cores (fitted on Qwen3-235B-A22B-FP8).
+FP8_EXPERT_MATH_SPEEDUP = 1.07
 # Fixed cost of one engine step (scheduling, input preparation, launch) with CUDA graphs on
 # (fitted)...
-STEP_OVERHEAD_S = 0.4e-3
+STEP_OVERHEAD_S = 0.59e-3
 # ...and what each running sequence adds (scheduler bookkeeping, sampling, detokenizing and
 # streaming its token), which grows with the batch: vLLM found the CPU side a large share of an
 # H100's step (https://blog.vllm.ai/2024/09/05/perf-update.html). Fitted.
-PER_SEQUENCE_STEP_S = 27e-6
+PER_SEQUENCE_STEP_S = 31e-6
 # One transformer layer's dozen small kernels (norms, rotary, attention, activation) cost a few
 # microseconds each even replayed from a CUDA graph; per layer and step (fitted, at its bound).
 LAYER_OVERHEAD_S = 40e-6
 # A MoE layer's routing, top-k, token permutation and grouped-GEMM launches, per layer and step
 # (fitted).
-MOE_LAYER_OVERHEAD_S = 18e-6
+MOE_LAYER_OVERHEAD_S = 48e-6
 # Time to first token that no prefill explains: the HTTP request, chat template and
 # tokenization, scheduling and detokenizing the first token (fitted).
-TTFT_FLOOR_S = 26e-3
+TTFT_FLOOR_S = 29e-3
 # Throughput is that of this many requests queued at once: `vllm bench serve`'s default
 # --num-prompts, the way published serving throughput is measured.
 BURST_REQUESTS = 1000
 DRAIN_POINTS = 24
 # One small-message all-reduce (decode) between GPUs of one node, launch included (fitted).
-ALLREDUCE_LATENCY_S = 19e-6
+ALLREDUCE_LATENCY_S = 14e-6
 # One expert-parallel dispatch or combine (all-to-all), launch included.
 ALLTOALL_LATENCY_S = 40e-6
 # One pipeline-stage hand-off.
@@ -183,12 +192,21 @@ def _expert_flops_share(spec: ModelSpec) -> float:
     return routed / arch.active_params
 
 
+def _expert_math_flops(spec: ModelSpec) -> float:
+    """Peak rate of the grouped expert GEMMs: FP8 expert weights gain less than FP8 peak."""
+    gpu = spec.gpu
+    if spec.expert_weights_dtype == "fp8" and gpu.has_fp8_math:
+        return gpu.bf16_dense_flops * FP8_EXPERT_MATH_SPEEDUP
+    return _math_flops(spec)
+
+
 def _matmul_s(spec: ModelSpec, layout: Parallelism, tokens: int, mfu: float) -> float:
     """Math for `tokens` tokens through the active weights; expert GEMMs run less efficiently."""
     share = _expert_flops_share(spec)
     flops = 2 * spec.architecture.active_params * tokens
     rate = layout.tensor * _math_flops(spec) * mfu
-    return flops * (1 - share) / rate + flops * share / (rate * EXPERT_MFU_SHARE)
+    expert_rate = layout.tensor * _expert_math_flops(spec) * mfu * EXPERT_MFU_SHARE
+    return flops * (1 - share) / rate + flops * share / expert_rate
 
 
 def _layers_overhead_s(spec: ModelSpec, layout: Parallelism) -> float:
@@ -223,29 +241,50 @@ def decode_step_s(
     )
 
 
+def _attention_width(spec: ModelSpec) -> float:
+    """Mean of the query-key and value widths over all heads: the score product runs over the
+    query-key width, the value product over the value width. MLA's prefill decompresses each
+    head's key to its no-RoPE part plus the shared RoPE part (DeepSeek-V3: 128 + 64 = 192) and
+    its value to head_dim (128)."""
+    arch = spec.architecture
+    key_width = arch.head_dim
+    if arch.attention == "mla" and arch.qk_rope_head_dim is not None:
+        key_width += arch.qk_rope_head_dim
+    return arch.num_attention_heads * (key_width + arch.head_dim) / 2
+
+
 def prefill_compute_s(spec: ModelSpec, layout: Parallelism, tokens: int) -> float:
     """Math for `tokens` prompt tokens: the active weights, plus causal attention (half of the
-    tokens x tokens score and value products) at the attention kernel's efficiency."""
+    tokens x tokens score and value products) at the attention kernel's efficiency. Attention
+    runs in BF16 whatever the weights' format: FP8 weights quantize the linear layers, not the
+    query, key and value activations (vLLM's FlashAttention and FlashMLA prefill take BF16)."""
     arch = spec.architecture
-    attention_width = arch.num_attention_heads * arch.head_dim
-    attention_flops = 2 * tokens * tokens * attention_width * arch.full_attention_layers
+    attention_flops = 2 * tokens * tokens * _attention_width(spec) * arch.full_attention_layers
     generation = spec.gpu.compute_capability[0]
     if arch.attention_sinks and generation < 9:
         efficiency = TRITON_ATTENTION_MFU
     else:
         efficiency = ATTENTION_MFU[generation]
-    attention_s = attention_flops / (layout.tensor * _math_flops(spec) * efficiency)
-    return _matmul_s(spec, layout, tokens, PREFILL_MFU) + attention_s
+    attention_s = attention_flops / (layout.tensor * spec.gpu.bf16_dense_flops * efficiency)
+    return _matmul_s(spec, layout, tokens, PREFILL_MFU[generation]) + attention_s
 
 
 def prefill_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
     """Chunked prefill of one prompt: math-bound, at least one weight read per chunk."""
     chunks = math.ceil(tokens / spec.max_num_batched_tokens)
+    hbm = spec.gpu.hbm_bandwidth_bytes_per_s
+    dense, _ = weight_bytes(spec)
+    # Each chunk streams the dense weights, and the experts its tokens route to at the grouped
+    # GEMMs' efficiency, as a decode step does.
+    chunk_tokens = min(tokens, spec.max_num_batched_tokens) * layout.data
+    experts_read = _expert_bytes_touched_per_gpu(spec, layout, chunk_tokens)
     memory_s = (
         chunks
         * layout.pipeline
-        * weight_bytes_per_gpu(spec, layout)
-        / (spec.gpu.hbm_bandwidth_bytes_per_s * HBM_EFFICIENCY)
+        * (
+            dense / layout.model_parallel_size / (hbm * HBM_EFFICIENCY)
+            + experts_read / (hbm * EXPERT_HBM_EFFICIENCY)
+        )
     )
     comm = _comm_s(spec, machine, layout, tokens) + (chunks - 1) * _comm_s(spec, machine, layout, 0)
     step = STEP_OVERHEAD_S + _layers_overhead_s(spec, layout)

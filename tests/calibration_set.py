@@ -99,8 +99,11 @@ class Row:
         layout = self.profile.get("parallelism", {})
         work = self.profile["workload"]
         lengths = f"{work['input_tokens']}/{work['output_tokens']}"
+        dtype = " fp8" if self.profile.get("quantization") == "fp8" else ""
+        expert = "+ep" if layout.get("expert") else ""
         return (
-            f"{name} {self.gpu} tp{layout.get('tensor', 1)} {lengths} {self.metric} c{self.batch}"
+            f"{name}{dtype} {self.gpu} tp{layout.get('tensor', 1)}{expert} {lengths} "
+            f"{self.metric} c{self.batch}"
         )
 
 
@@ -176,11 +179,24 @@ Q32_A100 = (
 )
 Q235_H100 = (GPUSTACK + "qwen3-235b-a22b/h100", "Qwen3-235B-A22B-2507 BF16, 8xH100 TP8, v0.11.0")
 Q235_A100 = (GPUSTACK + "qwen3-235b-a22b/a100", "Qwen3-235B-A22B-2507 BF16, 8xA100 TP8, v0.11.0")
+Q235_FP8_H100 = (
+    GPUSTACK + "qwen3-235b-a22b/h100 ; " + GPUSTACK_REPO + "qwen3-235b-a22b/h100.md",
+    "Qwen3-235B-A22B-Instruct-2507-FP8 (FP8 in 128x128 blocks), H100 SXM, vLLM 0.11.0",
+)
 DSR1_H200 = (
     GPUSTACK + "deepseek-r1/h200 ; " + GPUSTACK_REPO + "deepseek-r1/h200.md",
     "DeepSeek-R1-0528 FP8, 8xH200 TP8, vLLM 0.11.0",
 )
 ALL_AT_ONCE = "every request sent at once (no rate limit)"
+# Mean lengths from the published totals, as above.
+Q235_FP8_SHAREGPT_TP4 = (216, 198)  # 212,992 in / 194,446 out over 984 requests
+Q235_FP8_SHAREGPT_TP4_EP = (218, 196)  # 214,311 / 192,752 over 984
+Q235_FP8_SHAREGPT_TP8_EP = (215, 195)  # 211,761 / 192,350 over 984
+Q235_FP8_SHAREGPT_16K = (218, 197)  # --max-num-batched-tokens 16384: 214,381 / 194,148 over 984
+Q235_LONG = (3996, 184)  # random 4K: 1,997,942 in / 92,185 out over 500 requests
+Q235_FP8_MEDIUM = (1996, 99)  # 998,175 / 49,471 over 500
+Q235_FP8_LONG = (3996, 182)  # 1,997,942 / 90,966 over 500
+Q235_FP8_VERY_LONG = (32000, 83)  # 3,200,000 / 8,281 over 100
 
 
 def _gpustack(
@@ -313,6 +329,43 @@ ROWS: list[Row] = [
               "output_tps", 4015.36,
               _p("qwen3-235b-a22b", "h100-80gb", 8, workload=GLM_SHAREGPT, max_model_len=40960,
                  **H), "held"),
+    _gpustack(Q235_H100, f"`-tp 8`, random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}",
+              "total_tps", 21113.53,
+              _p("qwen3-235b-a22b", "h100-80gb", 8, workload=Q235_LONG, max_model_len=40960, **H),
+              "fit"),
+    # block-scaled FP8 MoE (DeepSeek-V3's checkpoint format) as vLLM 0.11 serves it
+    _gpustack(Q235_FP8_H100, f"`-tp 4`, ShareGPT 1,000 prompts (984 served), {ALL_AT_ONCE}",
+              "output_tps", 3592.57,
+              _p("qwen3-235b-a22b", "h100-80gb", 4, workload=Q235_FP8_SHAREGPT_TP4,
+                 quantization="fp8", max_model_len=40960, **H), "fit"),
+    _gpustack(Q235_FP8_H100, f"`-tp 4 --enable-expert-parallel`, ShareGPT 1,000 prompts (984 "
+              f"served), {ALL_AT_ONCE}", "output_tps", 3376.99,
+              _p("qwen3-235b-a22b", "h100-80gb", 4, workload=Q235_FP8_SHAREGPT_TP4_EP,
+                 quantization="fp8", max_model_len=40960, **H) | {"parallelism": {"tensor": 4,
+                 "expert": True}}, "fit"),
+    _gpustack(Q235_FP8_H100, f"`-tp 8 --enable-expert-parallel`, ShareGPT 1,000 prompts (984 "
+              f"served), {ALL_AT_ONCE}", "output_tps", 3856.59,
+              _p("qwen3-235b-a22b", "h100-80gb", 8, workload=Q235_FP8_SHAREGPT_TP8_EP,
+                 quantization="fp8", max_model_len=40960, **H) | {"parallelism": {"tensor": 8,
+                 "expert": True}}, "fit"),
+    _gpustack(Q235_FP8_H100, f"`-tp 4 --max-num-batched-tokens 16384`, ShareGPT 1,000 prompts "
+              f"(984 served), {ALL_AT_ONCE}", "output_tps", 3700.75,
+              _p("qwen3-235b-a22b", "h100-80gb", 4, workload=Q235_FP8_SHAREGPT_16K,
+                 quantization="fp8", max_model_len=40960, max_num_seqs=1024,
+                 max_num_batched_tokens=16384), "fit"),
+    _gpustack(Q235_FP8_H100, f"`-tp 4 --max-num-batched-tokens 16384`, random 2,000 in / 100 "
+              f"out, 500 prompts, {ALL_AT_ONCE}", "total_tps", 18950.04,
+              _p("qwen3-235b-a22b", "h100-80gb", 4, workload=Q235_FP8_MEDIUM, quantization="fp8",
+                 max_model_len=40960, max_num_seqs=1024, max_num_batched_tokens=16384), "fit"),
+    _gpustack(Q235_FP8_H100, f"`-tp 4 --max-num-batched-tokens 16384`, random 4,000 in / 200 "
+              f"out, 500 prompts, {ALL_AT_ONCE}", "total_tps", 16478.79,
+              _p("qwen3-235b-a22b", "h100-80gb", 4, workload=Q235_FP8_LONG, quantization="fp8",
+                 max_model_len=40960, max_num_seqs=1024, max_num_batched_tokens=16384), "fit"),
+    _gpustack(Q235_FP8_H100, f"`-tp 4 --max-num-batched-tokens 16384`, random 32,000 in / 100 "
+              f"out, 100 prompts, {ALL_AT_ONCE}", "total_tps", 15366.32,
+              _p("qwen3-235b-a22b", "h100-80gb", 4, workload=Q235_FP8_VERY_LONG,
+                 quantization="fp8", max_model_len=40960, max_num_seqs=1024,
+                 max_num_batched_tokens=16384), "fit"),
     _gpustack(Q235_A100, f"`-tp 8`, ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps",
               1798.14,
               _p("qwen3-235b-a22b", "a100-80gb", 8, workload=QWEN_SHAREGPT, max_model_len=40960,
