@@ -5,6 +5,8 @@ physically plausible bound; the held rows are printed afterwards, never fitted. 
 constants to copy into serving/speed.py and the table of both parts.
 
     PYTHONPATH=. python scripts/fit_speed_constants.py
+
+It needs scipy, which the development environment has (vLLM depends on it); CI does not run it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,96 @@
+"""Prefill's terms, against figures computed by hand from the catalog.
+
+Prefill math for T prompt tokens is m*T + a*T^2: the weights' matmuls grow with T, causal
+attention with T^2. Both coefficients are read off `prefill_compute_s` at T and 2T, so the tests
+hold the physics (which peak each term runs at, over which widths) without reaching inside.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from serving.catalog import ACCELERATORS, ARCHITECTURES
+from serving.memory import weight_bytes_per_gpu
+from serving.planner import choose_machine, prefill_s
+from serving.spec import ModelSpec
+from serving.speed import (
+    ATTENTION_MFU,
+    EXPERT_MFU_SHARE,
+    FP8_EXPERT_MATH_SPEEDUP,
+    PREFILL_MFU,
+    prefill_compute_s,
+)
+
+TOKENS = 4096
+H100 = ACCELERATORS["h100-80gb"]
+
+
+def spec(**fields: Any) -> ModelSpec:
+    base: dict[str, Any] = {"name": "m", "source": "org/model", "max_model_len": 32768}
+    return ModelSpec.model_validate(base | fields)
+
+
+def coefficients(model: ModelSpec) -> tuple[float, float]:
+    """(m, a) of m*T + a*T^2 from the prefill of T and 2T tokens."""
+    once = prefill_compute_s(model, model.parallelism, TOKENS)
+    twice = prefill_compute_s(model, model.parallelism, 2 * TOKENS)
+    attention = (twice - 2 * once) / (2 * TOKENS**2)
+    matmul = (4 * once - twice) / (2 * TOKENS)
+    return matmul, attention
+
+
+class TestPrefillAttention:
+    def test_fp8_weights_leave_attention_at_bf16_peak(self) -> None:
+        # Llama-3.3-70B over 2 H100s: 64 heads x 128 wide, 80 layers; causal attention is
+        # 2 T^2 x 64 x 128 per layer (half the T x T scores and values, 2 FLOPs a multiply-add).
+        bf16 = spec(architecture="llama-3.3-70b", accelerator="h100-80gb",
+                    parallelism={"tensor": 2})  # fmt: skip
+        fp8 = bf16.model_copy(update={"quantization": "fp8"})
+        expected = 2 * 64 * 128 * 80 / (2 * H100.bf16_dense_flops * ATTENTION_MFU[9])
+        assert coefficients(fp8)[1] == pytest.approx(expected)
+        assert coefficients(bf16)[1] == pytest.approx(expected)
+        # the matmuls do run at FP8 peak, twice BF16's on H100
+        assert coefficients(bf16)[0] / coefficients(fp8)[0] == pytest.approx(2, rel=0.01)
+
+    def test_mla_scores_over_192_wide_keys_and_weighs_128_wide_values(self) -> None:
+        # DeepSeek-V3 on 8 H200s: 128 heads, keys 128 + 64 (RoPE) wide, values 128 wide, over
+        # 61 layers: T^2 x 128 x (192 + 128) per layer.
+        deepseek = spec(architecture="deepseek-v3", accelerator="h200-141gb",
+                        parallelism={"tensor": 8})  # fmt: skip
+        h200 = ACCELERATORS["h200-141gb"]
+        expected = 128 * (192 + 128) * 61 / (8 * h200.bf16_dense_flops * ATTENTION_MFU[9])
+        assert coefficients(deepseek)[1] == pytest.approx(expected)
+
+
+class TestBlockFp8Experts:
+    def test_fp8_experts_gain_the_fused_moe_speedup_not_fp8_peak(self) -> None:
+        # Qwen3-235B-A22B: 22B active, of which 8 of 128 experts' 227.2B parameters are routed.
+        arch = ARCHITECTURES["qwen3-235b-a22b"]
+        routed = arch.expert_params * 8 / 128 / arch.active_params
+        bf16 = spec(architecture="qwen3-235b-a22b", accelerator="h100-80gb",
+                    parallelism={"tensor": 4})  # fmt: skip
+        fp8 = bf16.model_copy(update={"quantization": "fp8"})
+        per_token = 2 * arch.active_params / (4 * PREFILL_MFU[9])
+        dense = per_token * (1 - routed)
+        experts = per_token * routed / EXPERT_MFU_SHARE
+        assert coefficients(bf16)[0] == pytest.approx(
+            dense / H100.bf16_dense_flops + experts / H100.bf16_dense_flops
+        )
+        assert coefficients(fp8)[0] == pytest.approx(
+            dense / H100.fp8_dense_flops
+            + experts / (H100.bf16_dense_flops * FP8_EXPERT_MATH_SPEEDUP)
+        )
+
+
+class TestPrefillMemory:
+    def test_a_short_prompt_streams_only_the_experts_it_routes_to(self) -> None:
+        # One token of Qwen3-30B-A3B routes to 8 of 128 experts: its prefill reads far less than
+        # the whole model, which streaming every weight would take.
+        qwen = spec(architecture="qwen3-30b-a3b", accelerator="h100-80gb")
+        machine = choose_machine(qwen, 1)
+        whole_model = weight_bytes_per_gpu(qwen, qwen.parallelism) / H100.hbm_bandwidth_bytes_per_s
+        assert prefill_s(qwen, machine, qwen.parallelism, 1) < 0.5 * whole_model
+        # a 2,048-token chunk touches every expert: the whole model streams
+        assert prefill_s(qwen, machine, qwen.parallelism, 2048) > whole_model
