@@ -433,6 +433,10 @@ def bench_command(
     ]
     variants = [v for v in variants if v.workloads]
     total = sum(workloads[w].requests for v in variants for w in v.workloads)
+    spec_of = {v.name: spec for v in variants}
+    ideal: dict[str, float] = {}
+    if chosen == "vllm":
+        spec_of, ideal = _vllm_router_caches(spec, variants, workloads, cache_prompts)
     out_dir = out if out is not None else Path("bench") / spec.name
     out_dir.mkdir(parents=True, exist_ok=True)
     reports = []
@@ -445,13 +449,15 @@ def bench_command(
             progress.update(task, description=variant.name)
             try:
                 reports += bench.run_variant(
-                    spec, variant, workloads, settings, replicas, out_dir / "logs",
+                    spec_of[variant.name], variant, workloads, settings, replicas,
+                    out_dir / "logs",
                     on_done=lambda: progress.advance(task), engine=chosen,
                 )  # fmt: skip
             except bench.VariantStartError as exc:
                 errors.print(f"error: {variant.name}: {exc}", highlight=False)
                 raise typer.Exit(1) from None
     ratios = bench.ratios(reports) if chosen == "simulated" else vllm_bench.vllm_ratios(reports)
+    ratios |= ideal
     document = {
         "command": " ".join(["servestack", *sys.argv[1:]]),
         "model": spec.name,
@@ -476,6 +482,37 @@ def bench_command(
             highlight=False,
         )
         raise typer.Exit(1)
+
+
+def _vllm_router_caches(
+    spec: Any, variants: list[Any], workloads: Any, cache_prompts: float
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """With the real engine, the variants that compare routers (shared-prompt workloads only)
+    get prefix caches of `cache_prompts` prompts (`num_gpu_blocks_override`); and the hit rate
+    of ideal placement on each such workload."""
+    from serving.local import bench, prefix_bench
+    from serving.local.app import tiny_family
+    from serving.local.tiny_models import tiny_model
+
+    shared = [workloads[w] for w in bench.SHARED_PREFIX_WORKLOADS if w in workloads]
+    spec_of = {v.name: spec for v in variants}
+    if not shared or not cache_prompts:
+        return spec_of, {}
+    tokens = prefix_bench.chat_tokens(str(tiny_model(tiny_family(spec))))
+    blocks = max(prefix_bench.cache_blocks(w, spec.name, tokens, cache_prompts) for w in shared)
+    capped = spec.model_copy(
+        update={"engine_args": dict(spec.engine_args) | {"num_gpu_blocks_override": blocks}}
+    )
+    for variant in variants:
+        if set(variant.workloads) <= set(bench.SHARED_PREFIX_WORKLOADS):
+            spec_of[variant.name] = capped
+    ideal = {
+        f"{w.name}: ideal placement cache hit rate": prefix_bench.ideal_hit_rate(
+            w, spec.name, tokens
+        )
+        for w in shared
+    }
+    return spec_of, ideal
 
 
 @app.command("top")

@@ -43,7 +43,7 @@ from serving.compiler import (
 from serving.errors import ServestackError
 from serving.limits import size_problems
 from serving.ray_release import RAY_FLOOR, image_ray_version
-from serving.routers import SERVESTACK_ROUTERS
+from serving.routers import ROUTERS, SERVESTACK_ROUTERS
 from serving.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
 from serving.spec import ModelSpec
 
@@ -69,7 +69,7 @@ GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 # servestack's own request router reaches the stock Ray image as source: a ConfigMap holding the
 # `serving` package's router module, mounted on the head and every worker and put on the path.
 ROUTER_PACKAGE_ROOT = "/opt/servestack"
-ROUTER_MODULE = "serving.routing"
+ROUTER_PACKAGE = "serving"
 
 
 def resource_name(spec: ModelSpec) -> str:
@@ -115,14 +115,18 @@ def router_configmap_name(spec: ModelSpec) -> str:
 def router_configmap(spec: ModelSpec) -> dict[str, Any]:
     """The router's module as the package `serving` holds it: imported by Ray Serve in every
     process that routes (the ingress request router on workers, proxies on every node). It
-    needs only Ray and the standard library, which the stock image has."""
-    module = importlib.util.find_spec(ROUTER_MODULE)
-    assert module is not None and module.origin is not None
+    needs only Ray and the standard library, which the stock image has (the precise router's
+    server class also vLLM's event types, pyzmq and msgspec, which the image's vLLM brings)."""
+    data = {"__init__.py": ""}
+    for name in ROUTERS[spec.router.kind].modules:
+        module = importlib.util.find_spec(name)
+        assert module is not None and module.origin is not None
+        data[f"{name.rpartition('.')[2]}.py"] = Path(module.origin).read_text()
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": router_configmap_name(spec), "namespace": SERVING_NAMESPACE},
-        "data": {"__init__.py": "", "routing.py": Path(module.origin).read_text()},
+        "data": data,
     }
 
 
@@ -130,7 +134,7 @@ def _router_volume(spec: ModelSpec) -> tuple[list[dict[str, Any]], list[dict[str
     """(volumes, mounts) that put servestack's router on the pod's Python path."""
     if not ships_router(spec):
         return [], []
-    package = ROUTER_MODULE.partition(".")[0]
+    package = ROUTER_PACKAGE
     return (
         [{"name": "servestack-router", "configMap": {"name": router_configmap_name(spec)}}],
         [

@@ -23,7 +23,7 @@ from serving.autoscaling import autoscaling
 from serving.catalog import GIB
 from serving.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
 from serving.planner import GroupPlan, Role, choose_machine, nodes_for, plan
-from serving.routers import BODY_AWARE_ROUTERS, RAY_DEFAULT_ROUTER_CLASS, ROUTER_CLASSES
+from serving.routers import BODY_AWARE_ROUTERS, RAY_DEFAULT_ROUTER_CLASS, ROUTER_CLASSES, ROUTERS
 from serving.spec import ModelSpec, Parallelism
 
 # The annotation carrying the model profile a RayService was compiled from: policies rebuild the
@@ -187,6 +187,9 @@ def deployment_config(
         config["request_router_config"] = {"request_router_class": router_class}
         if spec.router.affinity_kwargs():
             config["request_router_config"]["request_router_kwargs"] = spec.router.affinity_kwargs()
+        period = ROUTERS[spec.router.kind].stats_period_s
+        if period is not None:
+            config["request_router_config"]["request_routing_stats_period_s"] = period
     return config
 
 
@@ -209,6 +212,9 @@ def llm_config(
         # said here so that a Ray whose default changes cannot silently blind the dashboard.
         "log_engine_metrics": True,
     }
+    server_class = ROUTERS[spec.router.kind].server_class
+    if server_class is not None:
+        config["server_cls"] = server_class
     if spec.env:
         config["runtime_env"] = {"env_vars": dict(spec.env)}
     return config

@@ -20,6 +20,12 @@ class RouterClass:
     """It routes on the prompt: without the request body it degrades to load balancing."""
     ships_code: bool
     """servestack's own code: the stock Ray image lacks it, so the RayService ships it."""
+    modules: tuple[str, ...] = ()
+    """The modules of `serving` it needs on the pods (those it and its server class import)."""
+    server_class: str | None = None
+    """`module:Class` for LLMConfig.server_cls: the replicas report their engine's cache."""
+    stats_period_s: float | None = None
+    """How often Serve asks each replica for its routing stats (Ray's default: 10 s)."""
 
 
 # Ray Serve's default router (ray.serve._private.constants.DEFAULT_REQUEST_ROUTER_PATH).
@@ -30,7 +36,25 @@ ROUTERS: dict[RouterKind, RouterClass] = {
         "ray.serve.llm.request_router:PrefixCacheAffinityRouter", reads_body=True, ships_code=False
     ),
     "servestack_prefix_affinity": RouterClass(
-        "serving.routing:PrefixAffinityRouter", reads_body=True, ships_code=True
+        "serving.routing:PrefixAffinityRouter",
+        reads_body=True,
+        ships_code=True,
+        modules=("serving.routing",),
+    ),
+    "servestack_precise_prefix": RouterClass(
+        "serving.precise_routing:PrecisePrefixRouter",
+        reads_body=True,
+        ships_code=True,
+        modules=(
+            "serving.routing",
+            "serving.precise_routing",
+            "serving.cache_report",
+            "serving.cache_server",
+        ),
+        server_class="serving.cache_server:CacheReportingServer",
+        # A cleared or restarted cache stops drawing its prompts within about this long; each
+        # report is one small actor call per replica and one broadcast to the routers.
+        stats_period_s=1.0,
     ),
     "round_robin": RouterClass(
         "ray.serve.experimental.round_robin_router:RoundRobinRouter",

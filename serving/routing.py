@@ -37,6 +37,7 @@ weakens as the ingress scales out.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from collections import Counter, OrderedDict, deque
@@ -68,7 +69,12 @@ def prompt_text(pending_request: PendingRequest | None) -> str:
     parsed OpenAI request on Serve's path, a namespace of the JSON body on the HAProxy path."""
     if pending_request is None or not pending_request.args:
         return ""
-    request = pending_request.args[0]
+    return request_text(pending_request.args[0])
+
+
+def request_text(request: Any) -> str:
+    """`prompt_text` of one request object (anything with `messages` or `prompt` attributes):
+    the replica reads what it serves with it, so router and replica name the same prefixes."""
     messages = getattr(request, "messages", None)
     if isinstance(messages, list):
         parts = []
@@ -90,11 +96,16 @@ def prompt_text(pending_request: PendingRequest | None) -> str:
 
 
 def chunk_hashes(text: str, chunk_chars: int, max_chunks: int) -> list[int]:
-    """Chained hashes of the prompt's whole chunks: equal hashes mean equal prefixes."""
-    hashes, previous = [], 0
+    """Chained hashes of the prompt's whole chunks: equal hashes mean equal prefixes. Stable
+    across processes (Python's own str hash is salted per process), so a replica reporting
+    the chunks its engine holds names them as the router does."""
+    hashes, previous = [], b""
     for start in range(0, min(len(text), chunk_chars * max_chunks) - chunk_chars + 1, chunk_chars):
-        previous = hash((previous, text[start : start + chunk_chars]))
-        hashes.append(previous)
+        digest = hashlib.blake2b(
+            previous + text[start : start + chunk_chars].encode(), digest_size=8
+        )
+        previous = digest.digest()
+        hashes.append(int.from_bytes(previous, "big", signed=True))
     return hashes
 
 
@@ -153,7 +164,7 @@ class PrefixAffinityRouter(RequestRouter):
             )
         else:
             shuffled = random.sample(settled, k=len(settled))
-            chosen = min(shuffled, key=lambda replica: (self._held[replica], load[replica]))
+            chosen = min(shuffled, key=lambda replica: (self._cache_size(replica), load[replica]))
         self._remember(hashes, chosen)
         self._recent.setdefault(chosen, deque()).append(now)
         return chosen
@@ -166,6 +177,10 @@ class PrefixAffinityRouter(RequestRouter):
             self._first_seen = {r: self._first_seen[r] for r in candidates}
         settled = [r for r in candidates if now - self._first_seen[r] >= NEW_REPLICA_GRACE_S]
         return settled or list(candidates)
+
+    def _cache_size(self, replica: ReplicaID) -> int:
+        """How much the replica caches, as far as the router knows: chunks sent there."""
+        return self._held[replica]
 
     def _longest_match(self, hashes: list[int], load: dict[ReplicaID, int]) -> list[ReplicaID]:
         """The live replicas holding the longest run of the prompt's leading chunks."""

@@ -24,7 +24,13 @@ from serving.vllm_args import ENGINE_ARGS, FRONTEND_ARGS, VLLM_VERSION
 
 Quantization = Literal["none", "fp8", "fp8_online"]
 KvCacheDtype = Literal["auto", "fp8"]
-RouterKind = Literal["prefix_affinity", "servestack_prefix_affinity", "power_of_two", "round_robin"]
+RouterKind = Literal[
+    "prefix_affinity",
+    "servestack_prefix_affinity",
+    "servestack_precise_prefix",
+    "power_of_two",
+    "round_robin",
+]
 Placement = Literal["auto", "STRICT_PACK", "PACK", "SPREAD", "STRICT_SPREAD"]
 
 _SERVED_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,50}[a-z0-9])?$")
@@ -123,7 +129,8 @@ class Router(_Frozen):
         description="servestack_prefix_affinity routes shared prefixes to the replica caching "
         "them, load-bounded (serving.routing); prefix_affinity is Ray's "
         "PrefixCacheAffinityRouter, which under HAProxy + direct streaming sends every request "
-        "to one replica (Ray 2.56.1).",
+        "to one replica (Ray 2.56.1); servestack_precise_prefix routes on what each replica's "
+        "engine reports it caches (serving.precise_routing).",
     )
     imbalanced_threshold: float | None = Field(
         default=None, gt=0, description="Queue-length gap beyond which load wins over affinity."
@@ -166,8 +173,9 @@ class Router(_Frozen):
 
     @model_validator(mode="after")
     def _kwargs_match_the_kind(self) -> Router:
+        allowed = set(ROUTER_KWARGS.get(self.kind, ()))
         for kind, names in ROUTER_KWARGS.items():
-            given = sorted(n for n in names if getattr(self, n) is not None)
+            given = sorted(n for n in names if getattr(self, n) is not None and n not in allowed)
             if given and self.kind != kind:
                 raise FixableValueError(
                     f"{', '.join(given)} tune the {kind} router, not {self.kind}",
@@ -189,6 +197,10 @@ ROUTER_KWARGS: dict[str, tuple[str, ...]] = {
     "servestack_prefix_affinity": (
         "chunk_chars", "max_chunks", "window_s", "imbalance_ratio", "slack_requests",
         "max_entries",
+    ),
+    # The chunking is the replicas' too (their reports name chunks), so it is not tunable here.
+    "servestack_precise_prefix": (
+        "window_s", "imbalance_ratio", "slack_requests", "max_entries",
     ),
 }  # fmt: skip
 

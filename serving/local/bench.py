@@ -31,6 +31,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from serving.cache_report import REPLICA_HEADER
 from serving.local.app import Engine
 from serving.local.runtime import READY_PREFIX
 from serving.local.simulation import SimulationSettings
@@ -238,11 +239,13 @@ async def _one(client: httpx.AsyncClient, endpoint: str, body: dict[str, Any]) -
                     ok=False, error=f"HTTP {response.status_code}: {text}",
                     start_s=start, end_s=time.perf_counter(),
                 )  # fmt: skip
+            # servestack's reporting server names its replica (vLLM's fingerprint does not)
+            named = response.headers.get(REPLICA_HEADER)
             async for line in response.aiter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 chunk = json.loads(line[6:])
-                replica = chunk.get("system_fingerprint") or replica
+                replica = named or chunk.get("system_fingerprint") or replica
                 if chunk.get("usage"):
                     usage = chunk["usage"]
                 for choice in chunk.get("choices", []):

@@ -25,7 +25,7 @@ import json
 import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -149,6 +149,18 @@ def chat_prompt(messages: Iterable[Any]) -> str:
     return "\n".join(lines) + "\n<assistant>"
 
 
+class CacheEvents(Protocol):
+    """Who hears what the cache stores and drops, as vLLM's KV-cache events tell it."""
+
+    def stored(
+        self, block_hashes: Sequence[int], parent: int | None, tokens: Sequence[str]
+    ) -> None: ...
+
+    def removed(self, block_hashes: Sequence[int]) -> None: ...
+
+    def cleared(self) -> None: ...
+
+
 class PrefixCache:
     """Token blocks keyed by a hash chained over the prefix, evicted least recently used."""
 
@@ -156,6 +168,7 @@ class PrefixCache:
         self.block_tokens = block_tokens
         self.capacity_blocks = capacity_tokens // block_tokens
         self._blocks: OrderedDict[int, None] = OrderedDict()
+        self.listeners: list[CacheEvents] = []
 
     def __len__(self) -> int:
         return len(self._blocks)
@@ -175,17 +188,28 @@ class PrefixCache:
             if block not in self._blocks:
                 break
             hit += 1
-        for block in hashes:
+        for index, block in enumerate(hashes):
             if block in self._blocks:
                 self._blocks.move_to_end(block)
             else:
                 self._blocks[block] = None
+                start = index * self.block_tokens
+                for listener in self.listeners:
+                    listener.stored(
+                        [block],
+                        hashes[index - 1] if index else None,
+                        tokens[start : start + self.block_tokens],
+                    )
         while len(self._blocks) > self.capacity_blocks:
-            self._blocks.popitem(last=False)
+            evicted, _ = self._blocks.popitem(last=False)
+            for listener in self.listeners:
+                listener.removed([evicted])
         return hit * self.block_tokens
 
     def clear(self) -> None:
         self._blocks.clear()
+        for listener in self.listeners:
+            listener.cleared()
 
 
 class _Sequence:

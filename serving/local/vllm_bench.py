@@ -27,7 +27,14 @@ from typing import Any
 from serving.compiler import application, llm_configs_of
 from serving.local import cleanup
 from serving.local.app import engine_workers, tiny_family, vllm_engine_kwargs, vllm_env
-from serving.local.bench import STOP_TIMEOUT_S, Variant, VariantStartError, WorkloadReport
+from serving.local.bench import (
+    SHARED_PREFIX_WORKLOADS,
+    STOP_TIMEOUT_S,
+    Variant,
+    VariantStartError,
+    WorkloadReport,
+)
+from serving.local.prefix_bench import precise_variant, router_ratios
 from serving.local.runtime import CODE_ROOT, free_port
 from serving.local.tiny_models import tiny_model
 from serving.spec import ModelSpec
@@ -41,7 +48,7 @@ SERVESTACK = "fast-paths-on/servestack-prefix-affinity"
 
 def vllm_variants() -> list[Variant]:
     """Bare vLLM, the fast path and Serve's default path on one engine each (decode-heavy), and
-    the two routers on two replicas (multi-prompt)."""
+    the routers on two replicas (multi-prompt, hot-prompt)."""
     return [
         Variant(name=BARE, fast_paths=True, router="power_of_two", workloads=("decode-heavy",),
                 replicas=1, bare_vllm=True),
@@ -50,9 +57,10 @@ def vllm_variants() -> list[Variant]:
         Variant(name=SLOW_ONE, fast_paths=False, router="power_of_two",
                 workloads=("decode-heavy",), replicas=1),
         Variant(name=POWER_TWO, fast_paths=True, router="power_of_two",
-                workloads=("multi-prompt",), replicas=2),
+                workloads=SHARED_PREFIX_WORKLOADS, replicas=2),
         Variant(name=SERVESTACK, fast_paths=True, router="servestack_prefix_affinity",
-                workloads=("multi-prompt",), replicas=2),
+                workloads=SHARED_PREFIX_WORKLOADS, replicas=2),
+        precise_variant().model_copy(update={"replicas": 2}),
     ]  # fmt: skip
 
 
@@ -69,17 +77,18 @@ def vllm_ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
         if top is not None and bottom is not None and bottom.requests_per_s:
             found[key] = top.requests_per_s / bottom.requests_per_s
     for label, variant in (("power of two", POWER_TWO), ("servestack router", SERVESTACK)):
-        if (variant, "multi-prompt") in by:
-            found[f"multi-prompt: {label} cache hit rate (vLLM)"] = by[
-                (variant, "multi-prompt")
-            ].cache_hit_rate
+        for workload in SHARED_PREFIX_WORKLOADS:
+            if (variant, workload) in by:
+                found[f"{workload}: {label} cache hit rate (vLLM)"] = by[
+                    (variant, workload)
+                ].cache_hit_rate
     if (SERVESTACK, "multi-prompt") in by and (POWER_TWO, "multi-prompt") in by:
         base = by[(POWER_TWO, "multi-prompt")].requests_per_s
         if base:
             found["multi-prompt: servestack router/power of two, requests/s"] = (
                 by[(SERVESTACK, "multi-prompt")].requests_per_s / base
             )
-    return found
+    return found | router_ratios(reports, POWER_TWO, SERVESTACK)
 
 
 def cli_args(kwargs: Mapping[str, Any]) -> list[str]:

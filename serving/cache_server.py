@@ -1,0 +1,250 @@
+"""The LLM server that tells its request routers what its engine caches.
+
+`CacheReportingServer` is Ray Serve LLM's `LLMServer` (LLMConfig.server_cls) with
+`record_routing_stats`, the method Serve's controller calls on each replica every
+`request_routing_stats_period_s` and whose answer reaches every router of the deployment
+(`serving.cache_report` explains the channel and the report). It learns:
+
+- what it serves: every OpenAI chat or completion request, on Serve's path (`chat`,
+  `completions`) and on direct streaming's ASGI app (a middleware reads the body and hands it on
+  untouched). Prompts are queued as they arrive and tokenized when the report is made, off the
+  request path;
+- what its engine holds, from the engine itself: vLLM's KV-cache events (`kv_events_config`,
+  published by the engine core over ZMQ on an ipc socket private to this replica: BlockStored,
+  BlockRemoved, AllBlocksCleared), or the simulated engine's cache, which tells the same events
+  in-process. The tokenization is the engine's: vLLM's tokenizer and chat template, or the
+  simulation's words.
+
+A lost ZMQ message (a gap in the publisher's sequence numbers) is counted; blocks stored under
+a parent the ledger never saw cannot be named and are left out (at worst a missed hit, never a
+false one); the next cache reset starts the ledger clean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import tempfile
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from ray.llm._internal.serve.core.server.llm_server import LLMServer
+
+from serving.cache_report import REPLICA_HEADER, CacheLedger
+from serving.routing import request_text
+
+SERVER_CLASS = "serving.cache_server:CacheReportingServer"
+# OpenAI routes whose prompts reach the prefix cache.
+PROMPT_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
+# Requests queued for the next report at most: beyond it the oldest are dropped (a burst between
+# two reports; they still reach the report as the engine stores their blocks... once anchored).
+MAX_QUEUED = 4096
+VLLM_BLOCK_TOKENS = 16
+logger = logging.getLogger(__name__)
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
+
+
+class PromptRecorder:
+    """ASGI middleware: the body of each prompt-carrying POST goes to `record`, then the request
+    goes on to the app as it came."""
+
+    def __init__(self, app: ASGIApp, record: Callable[[bytes], None], replica: str = "") -> None:
+        self.app, self.record = app, record
+        self.header = (REPLICA_HEADER.encode(), replica.encode())
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        if scope.get("path") not in PROMPT_PATHS:
+            await self.app(scope, receive, send)
+            return
+        messages, body = [], b""
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message.get("type") != "http.request":
+                break
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        self.record(body)
+        replay = deque(messages)
+
+        async def replayed() -> dict[str, Any]:
+            return replay.popleft() if replay else await receive()
+
+        async def named(message: dict[str, Any]) -> None:
+            if message.get("type") == "http.response.start":
+                message = message | {"headers": [*message.get("headers", []), self.header]}
+            await send(message)
+
+        await self.app(scope, replayed, named)
+
+
+class CacheReportingServer(LLMServer):
+    """LLMServer plus `record_routing_stats`: the prefixes its engine holds."""
+
+    # Ray Serve LLM's servers construct asynchronously (Serve awaits the constructor).
+    async def __init__(self, llm_config: Any, **kwargs: Any) -> None:  # type: ignore[misc]
+        self._instance = uuid.uuid4().hex[:12]
+        self._queued: deque[tuple[float, Any]] = deque(maxlen=MAX_QUEUED)
+        self._ledger = CacheLedger(VLLM_BLOCK_TOKENS, epoch=self._instance)
+        self._tokenize: Callable[[Any], Sequence[Hashable]] | None = None
+        self._events_task: asyncio.Task[None] | None = None
+        self.lost_events = 0
+        # vLLM publishes its KV-cache events only when asked; on an ipc socket of this
+        # replica's own, so replicas sharing a machine never share an endpoint.
+        self._kv_endpoint = f"ipc://{tempfile.gettempdir()}/servestack-kv-{self._instance}"
+        engine_kwargs = llm_config.engine_kwargs
+        engine_kwargs.setdefault(
+            "kv_events_config",
+            {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": self._kv_endpoint},
+        )
+        self._kv_endpoint = engine_kwargs["kv_events_config"].get("endpoint", self._kv_endpoint)
+        await super().__init__(llm_config, **kwargs)
+        self._attach()
+
+    def _attach(self) -> None:
+        """Listen to the engine: the simulation's cache in-process, or vLLM's event stream."""
+        engine: Any = self.engine
+        cache = getattr(engine, "cache", None)
+        if cache is not None and hasattr(cache, "listeners"):
+            from serving.local.simulation import chat_prompt, tokenize
+
+            self._ledger.block_tokens = cache.block_tokens
+            cache.listeners.append(self._ledger)
+
+            def simulated(request: Any) -> Sequence[Hashable]:
+                messages = getattr(request, "messages", None)
+                if messages is not None:
+                    return tokenize(chat_prompt(messages))
+                prompt = getattr(request, "prompt", "")
+                text = prompt[0] if isinstance(prompt, list) and prompt else prompt
+                return tokenize(text) if isinstance(text, str) else []
+
+            self._tokenize = simulated
+            return
+        client = getattr(engine, "_engine_client", None)
+        if client is None:
+            logger.warning("no engine cache to report: routers fall back to their own history")
+            return
+        self._ledger.block_tokens = client.vllm_config.cache_config.block_size
+        tokenizer = client.get_tokenizer()
+
+        def vllm_tokens(request: Any) -> Sequence[Hashable]:
+            messages = getattr(request, "messages", None)
+            if messages is not None:
+                ids = tokenizer.apply_chat_template(
+                    messages, tokenize=True, add_generation_prompt=True
+                )
+                return list(ids)
+            prompt = getattr(request, "prompt", "")
+            text = prompt[0] if isinstance(prompt, list) and prompt else prompt
+            return list(tokenizer.encode(text)) if isinstance(text, str) else []
+
+        self._tokenize = vllm_tokens
+        self._events_task = asyncio.get_running_loop().create_task(self._follow_vllm_events())
+
+    async def _follow_vllm_events(self) -> None:
+        import msgspec
+        import zmq
+        import zmq.asyncio
+        from vllm.distributed.kv_events import (
+            AllBlocksCleared,
+            BlockRemoved,
+            BlockStored,
+            KVEventBatch,
+        )
+
+        decoder = msgspec.msgpack.Decoder(type=KVEventBatch)
+        socket = zmq.asyncio.Context.instance().socket(zmq.SUB)
+        socket.connect(self._kv_endpoint)
+        socket.setsockopt(zmq.SUBSCRIBE, b"")
+        last_seq = -1
+        try:
+            while True:
+                _, seq_bytes, payload = await socket.recv_multipart()
+                seq = int.from_bytes(seq_bytes, "big")
+                if last_seq >= 0 and seq > last_seq + 1:
+                    self.lost_events += seq - last_seq - 1
+                last_seq = seq
+                for event in decoder.decode(payload).events:
+                    if isinstance(event, BlockStored):
+                        self._ledger.stored(
+                            event.block_hashes, event.parent_block_hash, event.token_ids
+                        )
+                    elif isinstance(event, BlockRemoved):
+                        self._ledger.removed(event.block_hashes)
+                    elif isinstance(event, AllBlocksCleared):
+                        self._ledger.cleared()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the report then says only what it knew; serving goes on
+            logger.exception("stopped following the engine's KV-cache events")
+        finally:
+            socket.close(linger=0)
+
+    # --- what this replica serves ----------------------------------------------------------
+
+    def _arrived(self, request: Any) -> None:
+        self._queued.append((time.time(), request))
+
+    def _arrived_body(self, body: bytes) -> None:
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(body)
+            if isinstance(parsed, dict):
+                self._arrived(SimpleNamespace(**parsed))
+
+    async def __serve_build_asgi_app__(self) -> Any:
+        app = await super().__serve_build_asgi_app__()  # type: ignore[no-untyped-call]
+        replica = ""
+        with contextlib.suppress(RuntimeError):  # outside a Serve replica (unit tests)
+            from ray import serve
+
+            replica = serve.get_replica_context().replica_id.unique_id
+        app.add_middleware(PromptRecorder, record=self._arrived_body, replica=replica)
+        return app
+
+    async def chat(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        self._arrived(request)
+        return await super().chat(request, *args, **kwargs)
+
+    async def completions(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        self._arrived(request)
+        return await super().completions(request, *args, **kwargs)
+
+    async def reset_prefix_cache(self) -> None:
+        await super().reset_prefix_cache()
+        # vLLM says so by an event too; the simulation's cache calls the ledger itself. Either
+        # way the next report is clean, even if the event is lost.
+        self._ledger.cleared()
+
+    # --- the report ------------------------------------------------------------------------
+
+    def _anchor_queued(self) -> None:
+        while self._queued:
+            arrived, request = self._queued.popleft()
+            if self._tokenize is None:
+                continue
+            try:
+                tokens = self._tokenize(request)
+            except Exception:  # a prompt the tokenizer refuses fails its request anyway
+                continue
+            self._ledger.served(request_text(request), tokens, now=arrived)
+
+    async def record_routing_stats(self) -> dict[str, Any]:
+        self._anchor_queued()
+        report = self._ledger.report()
+        for entry in report.values():
+            entry["lost_events"] = self.lost_events
+        return report

@@ -1,0 +1,107 @@
+"""The routers side by side with the real engine: the precise router (engine-reported caches),
+servestack's sent-history router and power of two, on the same shared-prompt requests, with
+prefix caches that hold fewer system prompts than the workload has.
+
+- The cache size: vLLM's CPU build sizes its KV cache in GiB (VLLM_CPU_KVCACHE_SPACE), far more
+  than any local workload needs; `num_gpu_blocks_override` (an engine argument vLLM honours on
+  every platform, vllm/v1/core/kv_cache_utils.py) caps it at a number of prompts' blocks,
+  counted with the tiny model's own tokenizer.
+- Ideal placement: every request hits its system prompt's blocks except the first request of
+  each prompt. The hit rate that gives (cached prompt tokens over prompt tokens, as vLLM's usage
+  counts them) is what the routers' measured hit rates are held against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from serving.local.bench import (
+    SHARED_PREFIX_WORKLOADS,
+    Variant,
+    Workload,
+    WorkloadReport,
+    build_requests,
+)
+
+PRECISE = "fast-paths-on/servestack-precise-prefix"
+# vLLM's KV-cache block, in tokens (its default; the compiled profiles set no other).
+BLOCK_TOKENS = 16
+
+
+def precise_variant() -> Variant:
+    return Variant(
+        name=PRECISE,
+        fast_paths=True,
+        router="servestack_precise_prefix",
+        workloads=SHARED_PREFIX_WORKLOADS,
+    )
+
+
+def chat_tokens(model_dir: str) -> Callable[[dict[str, Any]], list[int]]:
+    """The tiny model's tokens for a chat request, as vLLM renders its template."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)  # type: ignore[no-untyped-call]
+
+    def tokens(body: dict[str, Any]) -> list[int]:
+        return list(
+            tokenizer.apply_chat_template(
+                body["messages"], tokenize=True, add_generation_prompt=True
+            )
+        )
+
+    return tokens
+
+
+def cache_blocks(
+    workload: Workload, model: str, tokens: Callable[[dict[str, Any]], list[int]], prompts: float
+) -> int:
+    """KV blocks for `prompts` of the workload's prompts (prefix and question)."""
+    longest = max(len(tokens(body)) for body in build_requests(workload, model)[:8])
+    return int(prompts * longest) // BLOCK_TOKENS + 1
+
+
+def ideal_hit_rate(
+    workload: Workload, model: str, tokens: Callable[[dict[str, Any]], list[int]]
+) -> float:
+    """Cached over prompt tokens if each system prompt missed once and hit ever after."""
+    seen: dict[str, list[int]] = {}
+    cached = total = 0
+    for body in build_requests(workload, model):
+        ids = tokens(body)
+        total += len(ids)
+        system = body["messages"][0]["content"] if len(body["messages"]) > 1 else ""
+        first = seen.setdefault(system, ids)
+        if first is ids:
+            continue
+        common = next(
+            (i for i, (a, b) in enumerate(zip(first, ids, strict=False)) if a != b),
+            min(len(first), len(ids)),
+        )
+        cached += common // BLOCK_TOKENS * BLOCK_TOKENS
+    return cached / total if total else 0.0
+
+
+def router_ratios(
+    reports: Sequence[WorkloadReport], power_two: str, sent_history: str
+) -> dict[str, float]:
+    """The precise router against power of two and against the sent-history router."""
+    by = {(r.variant, r.workload): r for r in reports}
+    found: dict[str, float] = {}
+    for workload in SHARED_PREFIX_WORKLOADS:
+        precise = by.get((PRECISE, workload))
+        if precise is None:
+            continue
+        for label, other in (("power of two", power_two), ("sent-history router", sent_history)):
+            base = by.get((other, workload))
+            if base is not None and base.requests_per_s:
+                found[f"{workload}: precise router/{label}, requests/s"] = (
+                    precise.requests_per_s / base.requests_per_s
+                )
+        found[f"{workload}: precise router cache hit rate (vLLM)"] = precise.cache_hit_rate
+        if precise.busiest_over_idlest is not None:
+            found[f"{workload}: precise router busiest/idlest replica"] = (
+                precise.busiest_over_idlest
+            )
+    return found
