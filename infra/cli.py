@@ -500,8 +500,13 @@ def _vllm_router_caches(
         return spec_of, {}
     tokens = prefix_bench.chat_tokens(str(tiny_model(tiny_family(spec))))
     blocks = max(prefix_bench.cache_blocks(w, spec.name, tokens, cache_prompts) for w in shared)
+    # vLLM refuses a KV cache that cannot hold one max_model_len sequence: the capped runs
+    # serve at most what their cache holds.
     capped = spec.model_copy(
-        update={"engine_args": dict(spec.engine_args) | {"num_gpu_blocks_override": blocks}}
+        update={
+            "engine_args": dict(spec.engine_args) | {"num_gpu_blocks_override": blocks},
+            "max_model_len": min(spec.max_model_len, blocks * prefix_bench.BLOCK_TOKENS),
+        }
     )
     for variant in variants:
         if set(variant.workloads) <= set(bench.SHARED_PREFIX_WORKLOADS):

@@ -25,8 +25,9 @@ from serving.local.bench import (
 )
 
 PRECISE = "fast-paths-on/servestack-precise-prefix"
-# vLLM's KV-cache block, in tokens (its default; the compiled profiles set no other).
-BLOCK_TOKENS = 16
+# vLLM's KV-cache block on its CPU build, in tokens: the compiled profiles set none, and the CPU
+# platform then takes 128 (vllm/platforms/cpu.py, check_and_update_config).
+BLOCK_TOKENS = 128
 
 
 def precise_variant() -> Variant:
@@ -55,15 +56,22 @@ def chat_tokens(model_dir: str) -> Callable[[dict[str, Any]], list[int]]:
 
 
 def cache_blocks(
-    workload: Workload, model: str, tokens: Callable[[dict[str, Any]], list[int]], prompts: float
+    workload: Workload,
+    model: str,
+    tokens: Callable[[dict[str, Any]], list[int]],
+    prompts: float,
+    block_tokens: int = BLOCK_TOKENS,
 ) -> int:
     """KV blocks for `prompts` of the workload's prompts (prefix and question)."""
     longest = max(len(tokens(body)) for body in build_requests(workload, model)[:8])
-    return int(prompts * longest) // BLOCK_TOKENS + 1
+    return int(prompts * longest) // block_tokens + 1
 
 
 def ideal_hit_rate(
-    workload: Workload, model: str, tokens: Callable[[dict[str, Any]], list[int]]
+    workload: Workload,
+    model: str,
+    tokens: Callable[[dict[str, Any]], list[int]],
+    block_tokens: int = BLOCK_TOKENS,
 ) -> float:
     """Cached over prompt tokens if each system prompt missed once and hit ever after."""
     seen: dict[str, list[int]] = {}
@@ -79,7 +87,7 @@ def ideal_hit_rate(
             (i for i, (a, b) in enumerate(zip(first, ids, strict=False)) if a != b),
             min(len(first), len(ids)),
         )
-        cached += common // BLOCK_TOKENS * BLOCK_TOKENS
+        cached += common // block_tokens * block_tokens
     return cached / total if total else 0.0
 
 

@@ -56,11 +56,13 @@ def vllm_variants() -> list[Variant]:
                 workloads=("decode-heavy",), replicas=1),
         Variant(name=SLOW_ONE, fast_paths=False, router="power_of_two",
                 workloads=("decode-heavy",), replicas=1),
+        # The precise router first: the newest configuration fails, if any does, before the
+        # others have spent their time.
+        precise_variant().model_copy(update={"replicas": 2}),
         Variant(name=POWER_TWO, fast_paths=True, router="power_of_two",
                 workloads=SHARED_PREFIX_WORKLOADS, replicas=2),
         Variant(name=SERVESTACK, fast_paths=True, router="servestack_prefix_affinity",
                 workloads=SHARED_PREFIX_WORKLOADS, replicas=2),
-        precise_variant().model_copy(update={"replicas": 2}),
     ]  # fmt: skip
 
 

@@ -194,3 +194,24 @@ def test_the_text_chunk_approximation_predicts_the_engines_hits() -> None:
         if n >= 4:  # each prompt's first request is a miss on both sides
             errors.append(abs(predicted - actual))
     assert max(errors) < 0.05, errors
+
+
+def test_ideal_placement_misses_each_system_prompt_once() -> None:
+    """The bench's yardstick: with words for tokens, four 160-word prompts asked 8 times each
+    hit on 7 of 8 requests, on their whole block-aligned system prompt."""
+    from serving.local import prefix_bench
+    from serving.local.bench import Workload
+
+    workload = Workload(
+        name="multi-prompt", input_tokens=170, output_tokens=1, requests=32, concurrency=1,
+        shared_prefixes=4, prefix_tokens=160,
+    )  # fmt: skip
+
+    def words(body: dict[str, Any]) -> list[int]:
+        return [hash(w) for w in tokenize(chat_prompt(body["messages"]))]
+
+    ideal = prefix_bench.ideal_hit_rate(workload, "m", words, BLOCK)
+    # 28 of 32 requests hit their system prompt (160 words and two role tags, block-aligned to
+    # 160) of a 173-token prompt; a placement that missed each prompt twice would give 24/32.
+    assert 28 * 160 / (32 * 175) < ideal < 28 * 176 / (32 * 170)
+    assert prefix_bench.cache_blocks(workload, "m", words, 2, BLOCK) * BLOCK >= 2 * 170
