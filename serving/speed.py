@@ -48,44 +48,45 @@ ATTENTION_HBM_EFFICIENCY = 0.5
 # by kernels built for it (wgmma, TMA); the GEMMs a serving engine runs reach a smaller share of
 # it than Ampere's, as the published runs show: Qwen3-14B prefills 2K prompts at about 60% of an
 # A100's peak and 35% of an H100's.
-PREFILL_MFU = {8: 0.65, 9: 0.42}
-DECODE_MFU = 0.32
+PREFILL_MFU = {8: 0.647, 9: 0.422}
+DECODE_MFU = 0.334
 # Causal attention in prefill reaches less of the peak than the matmuls, and a smaller share of
 # Hopper's far larger peak than of Ampere's, by compute capability major version. Ampere:
 # FlashAttention-2 reaches 50-73% of A100 peak (Dao, "FlashAttention-2", 2023), taken at 0.6;
 # Hopper: fitted.
-ATTENTION_MFU = {8: 0.6, 9: 0.43}
+ATTENTION_MFU = {8: 0.6, 9: 0.432}
 # Attention sinks (gpt-oss) run on vLLM's Triton attention backend where FlashAttention 3 is not
 # available (Ampere), at this share of the peak (fitted on gpt-oss-20b at 32k on an A100).
-TRITON_ATTENTION_MFU = 0.12
+TRITON_ATTENTION_MFU = 0.117
 # Grouped expert GEMMs reach this share of the dense matmuls' efficiency (fitted).
-EXPERT_MFU_SHARE = 0.65
+EXPERT_MFU_SHARE = 0.655
 # FP8 expert weights run vLLM's fused-MoE kernels with a scale per 128x128 weight block (the
 # format of DeepSeek-V3's and Qwen3's FP8 checkpoints), which gain this much over the same
 # kernels' BF16 math, far from the 2x of FP8 tensor cores (fitted on Qwen3-235B-A22B-FP8).
-FP8_EXPERT_MATH_SPEEDUP = 1.07
+FP8_EXPERT_MATH_SPEEDUP = 1.05
 # Fixed cost of one engine step (scheduling, input preparation, launch) with CUDA graphs on
-# (fitted)...
-STEP_OVERHEAD_S = 0.59e-3
+# (fitted). Async scheduling hides it behind the GPU's work on the step before (see
+# _async_scheduling)...
+STEP_OVERHEAD_S = 0.622e-3
 # ...and what each running sequence adds (scheduler bookkeeping, sampling, detokenizing and
 # streaming its token), which grows with the batch: vLLM found the CPU side a large share of an
 # H100's step (https://blog.vllm.ai/2024/09/05/perf-update.html). Fitted.
-PER_SEQUENCE_STEP_S = 31e-6
+PER_SEQUENCE_STEP_S = 36.8e-6
 # One transformer layer's dozen small kernels (norms, rotary, attention, activation) cost a few
 # microseconds each even replayed from a CUDA graph; per layer and step (fitted, at its bound).
 LAYER_OVERHEAD_S = 40e-6
 # A MoE layer's routing, top-k, token permutation and grouped-GEMM launches, per layer and step
 # (fitted).
-MOE_LAYER_OVERHEAD_S = 48e-6
+MOE_LAYER_OVERHEAD_S = 46.8e-6
 # Time to first token that no prefill explains: the HTTP request, chat template and
 # tokenization, scheduling and detokenizing the first token (fitted).
-TTFT_FLOOR_S = 29e-3
+TTFT_FLOOR_S = 28.3e-3
 # Throughput is that of this many requests queued at once: `vllm bench serve`'s default
 # --num-prompts, the way published serving throughput is measured.
 BURST_REQUESTS = 1000
 DRAIN_POINTS = 24
 # One small-message all-reduce (decode) between GPUs of one node, launch included (fitted).
-ALLREDUCE_LATENCY_S = 14e-6
+ALLREDUCE_LATENCY_S = 9.86e-6
 # One expert-parallel dispatch or combine (all-to-all), launch included.
 ALLTOALL_LATENCY_S = 40e-6
 # One pipeline-stage hand-off.
@@ -216,6 +217,17 @@ def _layers_overhead_s(spec: ModelSpec, layout: Parallelism) -> float:
     return arch.num_layers * per_layer
 
 
+def _async_scheduling(spec: ModelSpec) -> bool:
+    """vLLM's async scheduling, which the compiler turns on with the Ray V2 executor: the engine
+    schedules and prepares step n+1 while the GPU runs step n. Two consequences, both seen in
+    GPUStack's gpt-oss-120b runs on one A100 (vLLM 0.11, ShareGPT at concurrency 4) that differ
+    only by it: the step's CPU work leaves the decode step (time per output token 11.67 ->
+    11.03 ms, about STEP_OVERHEAD_S), and a request that arrives during step n can join step
+    n+2 at the earliest, since n+1 was scheduled without it (time to first token 61.91 -> 71.15
+    ms, about one step)."""
+    return spec.fast_paths.ray_v2_executor
+
+
 def decode_step_s(
     spec: ModelSpec, machine: MachineType, layout: Parallelism, batch: int, context: int
 ) -> float:
@@ -236,7 +248,7 @@ def decode_step_s(
         max(memory_s, compute_s)
         + _comm_s(spec, machine, layout, batch)
         + _layers_overhead_s(spec, layout)
-        + STEP_OVERHEAD_S
+        + (0.0 if _async_scheduling(spec) else STEP_OVERHEAD_S)
         + PER_SEQUENCE_STEP_S * batch
     )
 
@@ -293,13 +305,15 @@ def prefill_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens
 
 def ttft_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, running: int = 0) -> float:
     """Time to first token of the workload's prompt with `running` other sequences decoding: the
-    fixed floor, the prefill, and on average half a decode step of theirs to wait out before the
-    prompt joins the batch."""
+    fixed floor, the prefill, and the decode steps of theirs to wait out before the prompt joins
+    the batch: on average half of the step under way, and under async scheduling also the next
+    one, already scheduled without it."""
     work = spec.workload
     wait = 0.0
     if running:
         context = work.input_tokens + work.output_tokens // 2
-        wait = decode_step_s(spec, machine, layout, running, context) / 2
+        steps = 1.5 if _async_scheduling(spec) else 0.5
+        wait = steps * decode_step_s(spec, machine, layout, running, context)
     return TTFT_FLOOR_S + prefill_s(spec, machine, layout, work.input_tokens) + wait
 
 

@@ -9,6 +9,17 @@ serving default unstated, the row uses the default of the vLLM version it names 
 Classes: dense decode and MoE decode (time per output token at a stated concurrency), TTFT
 (time to first token at low concurrency, or engine-level prefill latency), saturation
 (throughput with every request queued at once).
+
+How the vLLM TTFT rows were measured (GPUStack's pages, each run's full output read): `vllm bench
+serve --backend openai-chat` (the chat endpoint: template and tokenization count) over 100
+ShareGPT prompts, closed loop at --max-concurrency c (a finished request is replaced at once),
+prefix caching on by default: what requests share (the chat template's opening; for gpt-oss, the
+harmony system message) comes from the cache, so a row's prompt is the dataset's length. The
+rows take the mean TTFT, the statistic that matches a workload given by mean lengths; each row
+notes the median of the same run. Its P99 inter-token latency at c >= 4 is the length of a step
+that carries a new prompt (each such step stalls c - 1 streams: at c = 4, three of about 220
+tokens per request, more than 1% of the samples). The NIM rows are TensorRT-LLM behind NVIDIA's
+own server, not vLLM; the TensorRT-LLM rows are the engine alone, without a server.
 """
 
 from __future__ import annotations
@@ -29,6 +40,10 @@ Part = Literal["fit", "held"]
 # A100 get max_num_seqs 1024 and max_num_batched_tokens 8192; others 256 and 2048.
 VLLM_HOPPER = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
 VLLM_AMPERE = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
+# vLLM schedules synchronously unless a run passes --async-scheduling; a profile switches async
+# scheduling with the Ray V2 executor (serving.fast_paths), which every row sets as published.
+SYNC = {"fast_paths": {"ray_v2_executor": False}}
+ASYNC = {"fast_paths": {"ray_v2_executor": True}}
 
 GPUSTACK = "https://docs.gpustack.ai/latest/performance-lab/"
 GPUSTACK_REPO = "github.com/gpustack/gpustack docs/performance-lab/"
@@ -137,12 +152,16 @@ def _p(
     workload: tuple[int, int] = (1024, 256),
     **extra: Any,
 ) -> dict[str, Any]:
-    return {
-        "architecture": arch,
-        "accelerator": accelerator,
-        "parallelism": {"tensor": tensor},
-        "workload": {"input_tokens": workload[0], "output_tokens": workload[1]},
-    } | extra
+    return (
+        {
+            "architecture": arch,
+            "accelerator": accelerator,
+            "parallelism": {"tensor": tensor},
+            "workload": {"input_tokens": workload[0], "output_tokens": workload[1]},
+        }
+        | SYNC
+        | extra
+    )
 
 
 # ShareGPT (vllm bench serve --dataset-name sharegpt) as GPUStack ran it: mean lengths from the
@@ -241,14 +260,15 @@ ROWS: list[Row] = [
               _p("gpt-oss-120b", "h100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768),
               "fit", 4),
     _gpustack(OSS120_H100, "TP2 --async-scheduling, ShareGPT concurrency 4", "tpot", 5.75,
-              _p("gpt-oss-120b", "h100-80gb", 2, workload=OSS_SHAREGPT_100), "held", 4),
+              _p("gpt-oss-120b", "h100-80gb", 2, workload=OSS_SHAREGPT_100, **ASYNC), "held",
+              4),
     _gpustack(OSS120_A100, "TP1 --max-model-len 32768, ShareGPT concurrency 4", "tpot", 11.67,
               _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768,
                  **A), "held", 4),
     _gpustack(OSS120_A100, "TP1 --async-scheduling --max-num-batched-tokens 4096, ShareGPT "
               "concurrency 4", "tpot", 11.03,
               _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768,
-                 max_num_seqs=256, max_num_batched_tokens=4096), "fit", 4),
+                 max_num_seqs=256, max_num_batched_tokens=4096, **ASYNC), "fit", 4),
     _gpustack(DSR1_H200, "`vllm serve deepseek-ai/DeepSeek-R1-0528 -tp 8`, ShareGPT "
               "concurrency 4", "tpot", 19.36,
               _p("deepseek-v3", "h200-141gb", 8, workload=DSR1_SHAREGPT_100, max_model_len=32768),
@@ -264,25 +284,33 @@ ROWS: list[Row] = [
         _p(LLAMA_2_70B, "a100-80gb", 4, workload=(2048, 1)), "fit"),
     Row(TRTLLM, "4xH100 FP8 TP4, 2048 input tokens, batch 1", "prefill", 109,
         _p(LLAMA_2_70B, "h100-80gb", 4, workload=(2048, 1), quantization="fp8"), "held"),
-    _gpustack(Q8_H100, "concurrency 1", "ttft", 59.01,
+    _gpustack(Q8_H100, "concurrency 1; mean TTFT (median 60.38 ms, P99 ITL 8.17 ms)", "ttft",
+              59.01,
               _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "fit"),
-    _gpustack(Q8_H100, "concurrency 4", "ttft", 64.00,
+    _gpustack(Q8_H100, "concurrency 4; mean TTFT (median 60.26 ms, P99 ITL 40.98 ms)", "ttft",
+              64.00,
               _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "held", 4),
-    _gpustack(Q8_H100, "concurrency 8", "ttft", 74.57,
+    _gpustack(Q8_H100, "concurrency 8; mean TTFT (median 60.77 ms, P99 ITL 45.48 ms)", "ttft",
+              74.57,
               _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "held", 8),
-    _gpustack(OSS120_H100, "TP1 --max-model-len 32768, ShareGPT concurrency 4", "ttft", 49.00,
+    _gpustack(OSS120_H100, "TP1 --max-model-len 32768, ShareGPT concurrency 4; mean TTFT "
+              "(median 47.49 ms, P99 ITL 23.32 ms)", "ttft", 49.00,
               _p("gpt-oss-120b", "h100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768),
               "held", 4),
-    _gpustack(OSS120_H100, "TP2 --async-scheduling, ShareGPT concurrency 4", "ttft", 37.51,
-              _p("gpt-oss-120b", "h100-80gb", 2, workload=OSS_SHAREGPT_100), "fit", 4),
-    _gpustack(OSS120_A100, "TP1 --max-model-len 32768, ShareGPT concurrency 4", "ttft", 61.91,
+    _gpustack(OSS120_H100, "TP2 --async-scheduling, ShareGPT concurrency 4; mean TTFT (median "
+              "36.68 ms, P99 ITL 23.43 ms)", "ttft", 37.51,
+              _p("gpt-oss-120b", "h100-80gb", 2, workload=OSS_SHAREGPT_100, **ASYNC), "fit",
+              4),
+    _gpustack(OSS120_A100, "TP1 --max-model-len 32768, ShareGPT concurrency 4; mean TTFT "
+              "(median 61.55 ms, P99 ITL 38.75 ms)", "ttft", 61.91,
               _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768,
                  **A), "fit", 4),
     _gpustack(OSS120_A100, "TP1 --async-scheduling --max-num-batched-tokens 4096, ShareGPT "
-              "concurrency 4", "ttft", 71.15,
+              "concurrency 4; mean TTFT (median 70.23 ms, P99 ITL 36.80 ms)", "ttft", 71.15,
               _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768,
-                 max_num_seqs=256, max_num_batched_tokens=4096), "held", 4),
-    _gpustack(DSR1_H200, "`-tp 8`, ShareGPT concurrency 4", "ttft", 123.30,
+                 max_num_seqs=256, max_num_batched_tokens=4096, **ASYNC), "held", 4),
+    _gpustack(DSR1_H200, "`-tp 8`, ShareGPT concurrency 4; mean TTFT (median 117.53 ms, P99 "
+              "ITL 48.61 ms)", "ttft", 123.30,
               _p("deepseek-v3", "h200-141gb", 8, workload=DSR1_SHAREGPT_100, max_model_len=32768),
               "held", 4),
     # --- saturation: every request queued at once ---------------------------------------------
@@ -303,20 +331,20 @@ ROWS: list[Row] = [
               "held"),
     _gpustack(OSS120_H100, f"TP2 --async-scheduling, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
               "output_tps", 7648.67,
-              _p("gpt-oss-120b", "h100-80gb", 2, workload=OSS_SHAREGPT, max_model_len=32768, **H),
-              "fit"),
+              _p("gpt-oss-120b", "h100-80gb", 2, workload=OSS_SHAREGPT, max_model_len=32768, **H,
+                 **ASYNC), "fit"),
     _gpustack(OSS120_H100, f"TP4 --async-scheduling, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
               "output_tps", 11327.22,
-              _p("gpt-oss-120b", "h100-80gb", 4, workload=OSS_SHAREGPT, max_model_len=32768, **H),
-              "held"),
+              _p("gpt-oss-120b", "h100-80gb", 4, workload=OSS_SHAREGPT, max_model_len=32768, **H,
+                 **ASYNC), "held"),
     _gpustack(OSS120_A100, f"TP1 --max-model-len 32768, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
               "output_tps", 2276.40,
               _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT, max_model_len=32768, **A),
               "fit"),
     _gpustack(OSS120_A100, f"TP2 --async-scheduling, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
               "output_tps", 3765.02,
-              _p("gpt-oss-120b", "a100-80gb", 2, workload=OSS_SHAREGPT, max_model_len=32768, **A),
-              "held"),
+              _p("gpt-oss-120b", "a100-80gb", 2, workload=OSS_SHAREGPT, max_model_len=32768, **A,
+                 **ASYNC), "held"),
     _gpustack(OSS20_H100, f"`vllm serve openai/gpt-oss-20b`, ShareGPT 1,000 prompts, "
               f"{ALL_AT_ONCE}", "output_tps", 7817.03,
               _p("gpt-oss-20b", "h100-80gb", workload=OSS_SHAREGPT, max_model_len=131072, **H),
