@@ -3,7 +3,8 @@ as a table and a JSON file. Registered on the CLI by `infra/cli.py`."""
 
 from __future__ import annotations
 
-import json
+import shlex
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -15,17 +16,20 @@ from infra.config import DEFAULT_STACK, load_stack
 from serving.errors import ServestackError, unknown_key_fix
 from serving.spec import ModelSpec
 
-# The short form CI runs: one local Ray, servestack's HAProxy setting, three faults.
-SHORT_FAULTS = ("scale-up-down", "replica-actor-kill", "controller-kill")
+# The short form CI runs: every fault in one local Ray with servestack's HAProxy setting (no
+# reproduction), shorter waits.
+SHORT_TIMING = {"spread_s": 2.0, "fault_at_s": 3.0, "scale_hold_s": 3.0, "late_spread_s": 1.5,
+                "recover_timeout_s": 90.0}  # fmt: skip
 COLUMNS = (
     "session", "fault", "hard stop s", "streams", "accepted", "completed", "refused", "cut",
-    "hung", "1st ok after s", "recovered s", "slowest fail s",
+    "hung", "late lost", "1st ok after s", "recovered s", "slowest fail s",
 )  # fmt: skip
 
 
-def print_faults(console: Console, reports: list[object]) -> None:
-    from serving.local.faults import FaultReport
+def print_faults(console: Console, run: object) -> None:
+    from serving.local.fault_sessions import FaultRun
 
+    assert isinstance(run, FaultRun)
     table = Table(title="servestack faults --local (simulated engine; real Ray Serve and HAProxy)")
     for column in COLUMNS:
         table.add_column(column, justify="left" if column in ("session", "fault") else "right")
@@ -33,15 +37,22 @@ def print_faults(console: Console, reports: list[object]) -> None:
     def seconds(value: float | None) -> str:
         return "—" if value is None else f"{value:.1f}"
 
-    for report in reports:
-        assert isinstance(report, FaultReport)
+    for report in run.reports:
         table.add_row(
             report.session, report.fault, str(report.hard_stop_s), str(report.streams),
             str(report.accepted), str(report.completed), str(report.refused), str(report.cut),
-            str(report.hung), seconds(report.first_success_after_fault_s),
-            seconds(report.recovered_s), seconds(report.longest_failure_s),
+            str(report.hung), str(report.late_failed),
+            seconds(report.first_success_after_fault_s), seconds(report.recovered_s),
+            seconds(report.longest_failure_s),
         )  # fmt: skip
     console.print(table)
+    for outcome in run.sessions:
+        console.print(
+            f"session {outcome.session.name}: {outcome.status} in {outcome.took_s:.0f} s, "
+            f"{outcome.left_behind} processes left behind"
+            + (f"; {outcome.detail}" if outcome.detail else ""),
+            highlight=False,
+        )
 
 
 def faults_command(
@@ -61,11 +72,12 @@ def faults_command(
 ) -> None:
     from serving.local import faults as runs
     from serving.local.fault_load import FaultLoad
+    from serving.local.fault_sessions import FaultRun, run_sessions
     from serving.local.simulation import settings_from_plan
 
     loaded = load_stack(stack)
     spec: ModelSpec = pick_model(loaded.profiles, model, loaded.path)  # type: ignore[operator]
-    wanted = list(SHORT_FAULTS) if short and not faults else (faults or list(runs.FAULTS))
+    wanted = faults or list(runs.FAULTS)
     for name in wanted:
         if name not in runs.FAULTS:
             raise ServestackError(
@@ -73,7 +85,10 @@ def faults_command(
                 unknown_key_fix(name, runs.FAULTS, "faults"),
             )  # fmt: skip
     settings = settings_from_plan(spec, time_scale=time_scale)
-    load = FaultLoad(streams=streams, output_tokens=output_tokens, replicas=replicas, seed=seed)
+    load = FaultLoad.model_validate(
+        {"streams": streams, "output_tokens": output_tokens, "replicas": replicas, "seed": seed}
+        | (SHORT_TIMING if short else {})
+    )
     # A stream's length: one decode step per token with every stream of a replica running.
     per_replica = -(-streams // replicas)
     stream_s = output_tokens * settings.decode_step(per_replica)
@@ -92,19 +107,19 @@ def faults_command(
             highlight=False,
         )
 
-    reports = runs.run_sessions(spec, settings, sessions, load, on_report=progress)
-    print_faults(console, list(reports))
+    outcomes = run_sessions(spec, settings, sessions, load, stream_s, on_report=progress)
+    run = FaultRun(
+        command=shlex.join(["servestack", *sys.argv[1:]]), model=spec.name,
+        stream_s=round(stream_s, 1), time_scale=time_scale, load=load, sessions=outcomes,
+    )  # fmt: skip
+    print_faults(console, run)
     out_dir = out if out is not None else Path("faults") / spec.name
     out_dir.mkdir(parents=True, exist_ok=True)
-    document = {
-        "model": spec.name,
-        "stream_s": round(stream_s, 1),
-        "load": load.model_dump(),
-        "time_scale": time_scale,
-        "reports": [r.model_dump() for r in reports],
-    }
-    (out_dir / "faults.json").write_text(json.dumps(document, indent=2) + "\n")
+    (out_dir / "faults.json").write_text(run.model_dump_json(indent=2) + "\n")
     console.print(f"wrote {out_dir / 'faults.json'}", highlight=False)
+    if not run.clean:
+        # The figures are written either way; a hang or a leftover process fails the command.
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer, console: Console, pick_model: object, require_local: object) -> None:
@@ -125,7 +140,7 @@ def register(app: typer.Typer, console: Console, pick_model: object, require_loc
         short: Annotated[
             bool,
             typer.Option(
-                help="CI's short form: servestack's setting, three faults, no reproduction."
+                help="CI's short form: servestack's setting only (no reproduction), shorter waits."
             ),
         ] = False,
         streams: Annotated[int, typer.Option(help="Streamed requests per fault.")] = 12,
@@ -151,3 +166,44 @@ def register(app: typer.Typer, console: Console, pick_model: object, require_loc
             output_tokens=output_tokens, replicas=replicas, time_scale=time_scale, seed=seed,
             out=out, console=console, pick_model=pick_model,
         )  # fmt: skip
+
+
+def markdown_report(run: object, json_path: str) -> str:
+    """The README's account of a committed fault run: its command, its load, a row per fault
+    and how each session ended, all read from the run's report."""
+    from serving.local.fault_sessions import FaultRun
+
+    assert isinstance(run, FaultRun)
+    load = run.load
+
+    def seconds(value: float | None) -> str:
+        return "—" if value is None else f"{value:.1f} s"
+
+    lines = [
+        f"`{run.command}` ([JSON]({json_path})): {run.model}, {load.replicas} replicas, per fault "
+        f"{load.streams} streams of {load.output_tokens} tokens (about {run.stream_s:.0f} s "
+        f"each) started over {load.spread_s:g} s, the fault {load.fault_at_s:g} s in, then "
+        f"{load.late_streams} more over {load.late_spread_s:g} s; Serve's graceful shutdown "
+        f"{load.graceful_shutdown_s} s; a stream silent for {load.stall_s:g} s counts as hung.",
+        "",
+        "| session (HAProxy hard stop) | fault | streams (late) | accepted | completed | refused "
+        "(status) | cut | hung | late lost | first answer after | back at target | slowest "
+        "failure |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in run.reports:
+        statuses = ", ".join(str(s) for s in sorted(set(r.refused_statuses)))
+        refused = f"{r.refused} ({statuses})" if r.refused else "0"
+        lines.append(
+            f"| {r.session} ({r.hard_stop_s} s) | {r.fault} | {r.streams} "
+            f"({r.streams - r.in_flight}) | {r.accepted} | {r.completed} | {refused} | {r.cut} | "
+            f"{r.hung} | {r.late_failed} | {seconds(r.first_success_after_fault_s)} | "
+            f"{seconds(r.recovered_s)} | {seconds(r.longest_failure_s)} |"
+        )
+    lines.append("")
+    lines.append("Sessions: " + "; ".join(
+        f"{o.session.name} {o.status} in {o.took_s:.0f} s, {o.left_behind} processes left behind"
+        + (f" ({o.detail})" if o.detail else "")
+        for o in run.sessions
+    ) + ".")  # fmt: skip
+    return "\n".join(lines)

@@ -1,8 +1,9 @@
 """Rewrite the README's generated tables from the code that holds their facts: the policy pack
 (`policies.pack.POLICIES`), the fast-path table (`serving.fast_paths.FAST_PATHS`), the
 planner's error against the held-back published runs (`tests/calibration_set.py`), the
-shipped profiles' autoscaling knobs (`serving.autoscaling.knobs_table`), and the dashboard's
-panels, the alert policies and the metric catalog (`infra.monitoring`, `serving.metrics`).
+shipped profiles' autoscaling knobs (`serving.autoscaling.knobs_table`), the dashboard's
+panels, the alert policies and the metric catalog (`infra.monitoring`, `serving.metrics`), and
+the committed fault run's report (`docs/faults/faults.json`, written by `servestack faults`).
 
     .venv/bin/python scripts/generate_docs.py          # rewrite README.md's marked regions
     .venv/bin/python scripts/generate_docs.py --check  # exit 1 if any region has drifted
@@ -95,6 +96,17 @@ def metrics_table() -> str:
     return "\n".join(rows)
 
 
+FAULT_RUN = "docs/faults/faults.json"
+
+
+def fault_run() -> str:
+    from infra.faults_cli import markdown_report
+    from serving.local.fault_sessions import FaultRun
+
+    run = FaultRun.model_validate_json((ROOT / FAULT_RUN).read_text())
+    return markdown_report(run, FAULT_RUN)
+
+
 REGIONS: dict[str, Callable[[], str]] = {
     "dashboard-panels": dashboard_panels,
     "alerts": alerts_table,
@@ -103,6 +115,7 @@ REGIONS: dict[str, Callable[[], str]] = {
     "fast-paths": fast_paths_table,
     "planner-error": planner_error_table,
     "autoscaling": autoscaling_table,
+    "fault-run": fault_run,
 }
 
 

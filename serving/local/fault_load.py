@@ -2,7 +2,10 @@
 requests to the local application, each classified as completed (every token and `[DONE]`),
 refused (an HTTP error or a broken connection before any token: a clean error a client can
 retry), cut (tokens, then the stream broke: the client has half an answer) or hung (no byte for
-the stall timeout: the client would wait for ever)."""
+the stall timeout: the client would wait for ever).
+
+Two waves per fault: the streams in flight when it strikes, and late streams sent just after it
+(new requests meeting a dead replica HAProxy still routes to, a restarting controller or GCS)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field
 Outcome = Literal["completed", "refused", "cut", "hung"]
 
 
+def retryable(status: int | None) -> bool:
+    """A refusal a client retries on its own: a broken connection before any response, or the
+    statuses OpenAI's clients retry (408, 409, 429, 5xx)."""
+    return status is None or status in (408, 409, 429) or status >= 500
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -34,6 +43,10 @@ class FaultLoad(_Frozen):
     input_tokens: int = Field(default=50, ge=1)
     spread_s: float = Field(default=3.0, ge=0, description="Streams start over this window.")
     fault_at_s: float = Field(default=5.0, ge=0, description="The fault, after the first start.")
+    late_streams: int = Field(
+        default=4, ge=0, description="Streams sent after the fault, over `late_spread_s`."
+    )
+    late_spread_s: float = Field(default=2.0, ge=0)
     scale_hold_s: float = Field(default=6.0, ge=0, description="Time at one more replica.")
     replicas: int = Field(default=2, ge=1)
     stall_s: float = Field(default=30.0, gt=0, description="Silence after which a stream hangs.")
@@ -49,6 +62,7 @@ class StreamResult(_Frozen):
     status: int | None = None
     tokens: int = 0
     replica: str | None = None
+    after_fault: bool = False
     start_s: float
     end_s: float
     error: str | None = None
@@ -57,8 +71,9 @@ class StreamResult(_Frozen):
 # --- the load -----------------------------------------------------------------------------
 
 
-def stream_bodies(model: str, load: FaultLoad) -> list[dict[str, Any]]:
-    rng = random.Random(load.seed)
+def stream_bodies(model: str, load: FaultLoad, count: int, wave: int = 0) -> list[dict[str, Any]]:
+    """`count` seeded prompts; each wave of a fault its own."""
+    rng = random.Random(load.seed * 1000 + wave)
     return [
         {
             "model": model,
@@ -68,7 +83,7 @@ def stream_bodies(model: str, load: FaultLoad) -> list[dict[str, Any]]:
             "max_tokens": load.output_tokens,
             "stream": True,
         }
-        for _ in range(load.streams)
+        for _ in range(count)
     ]  # fmt: skip
 
 
@@ -99,6 +114,7 @@ async def stream_one(
     body: dict[str, Any],
     origin: float,
     in_flight: InFlight | None = None,
+    after_fault: bool = False,
 ) -> StreamResult:
     start = time.monotonic() - origin
     tokens, status, replica = 0, None, None
@@ -108,7 +124,7 @@ async def stream_one(
             if status != 200:
                 text = (await response.aread()).decode(errors="replace")[:200]
                 return StreamResult(
-                    outcome="refused", status=status, start_s=start,
+                    outcome="refused", status=status, start_s=start, after_fault=after_fault,
                     end_s=time.monotonic() - origin, error=f"HTTP {status}: {text}",
                 )  # fmt: skip
             async for line in response.aiter_lines():
@@ -117,7 +133,7 @@ async def stream_one(
                         in_flight.add(replica, -1)
                     return StreamResult(
                         outcome="completed", status=status, tokens=tokens, start_s=start,
-                        end_s=time.monotonic() - origin, replica=replica,
+                        end_s=time.monotonic() - origin, replica=replica, after_fault=after_fault,
                     )  # fmt: skip
                 if replica is None and (found := _FINGERPRINT.search(line)):
                     replica = found.group(1)
@@ -137,7 +153,7 @@ async def stream_one(
     if in_flight is not None and replica is not None:
         in_flight.add(replica, -1)
     return StreamResult(
-        outcome=outcome, status=status, tokens=tokens, start_s=start,
+        outcome=outcome, status=status, tokens=tokens, start_s=start, after_fault=after_fault,
         end_s=time.monotonic() - origin, error=error, replica=replica,
     )  # fmt: skip
 
@@ -148,16 +164,19 @@ async def run_streams(
     load: FaultLoad,
     origin: float,
     in_flight: InFlight | None = None,
+    *,
+    spread_s: float,
+    after_fault: bool = False,
 ) -> list[StreamResult]:
     """Start the streams spread over `spread_s` (seeded order), all in flight together."""
     timeout = httpx.Timeout(connect=10.0, read=load.stall_s, write=10.0, pool=10.0)
     limits = httpx.Limits(max_connections=len(bodies) + 4)
-    step = load.spread_s / max(1, len(bodies) - 1)
+    step = spread_s / max(1, len(bodies) - 1)
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
 
         async def later(index: int, body: dict[str, Any]) -> StreamResult:
             await asyncio.sleep(index * step)
-            return await stream_one(client, endpoint, body, origin, in_flight)
+            return await stream_one(client, endpoint, body, origin, in_flight, after_fault)
 
         return list(await asyncio.gather(*(later(i, b) for i, b in enumerate(bodies))))
 

@@ -1,16 +1,32 @@
-"""The fault runs: how their client classifies a stream (against scripted HTTP answers), and
-bad input to `servestack faults`."""
+"""The fault runs: how their client classifies a stream (against scripted HTTP answers), how a
+fault's report counts its streams, that every wait is bounded and the runner answers for how a
+session ended (against scripted session processes), bad input to `servestack faults`."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-from cli_support import copy_repo, run
+import pytest
+from cli_support import copy_repo, run, servestack_command
 
-from serving.local.fault_load import InFlight, StreamResult, stream_one
+from serving.local.fault_load import InFlight, Outcome, StreamResult, stream_one
+from serving.local.fault_sessions import FaultRun, watch
+from serving.local.faults import (
+    FAULTS,
+    HUNG_EXIT,
+    HUNG_PREFIX,
+    REPORT_PREFIX,
+    FaultReport,
+    bounded,
+    summarize,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = b'data: {"choices": [{"delta": {"content": "w"}}]}\n\n'
@@ -84,3 +100,155 @@ def test_an_unknown_fault_is_bad_input_naming_the_known_ones(tmp_path: Path) -> 
     assert result.returncode == 2
     assert "--fault: unknown fault 'gcs-restrat'" in result.stderr
     assert "gcs-restart" in result.stderr and "Traceback" not in result.stderr
+
+
+class TestAFaultsCountIsWhatItsStreamsSaw:
+    def test_late_failures_refusal_statuses_and_the_slowest_failure(self) -> None:
+        def result(outcome: Outcome, *, status: int | None = 200, late: bool = False,
+                   start: float = 0.0, end: float = 1.0) -> StreamResult:  # fmt: skip
+            return StreamResult(
+                outcome=outcome, status=status, after_fault=late, start_s=start, end_s=end
+            )
+
+        report = summarize("s", "replica-actor-kill", 90, [
+            result("completed"), result("cut", end=4.5), result("refused", status=503, late=True),
+            result("refused", status=None, late=True), result("completed", late=True),
+            result("refused", status=400, late=True), result("cut", late=True),
+        ], 3.0, 0.4, 12.0)  # fmt: skip
+        assert (report.streams, report.in_flight, report.accepted) == (7, 2, 4)
+        assert (report.completed, report.cut, report.refused, report.late_failed) == (2, 2, 3, 4)
+        # A 400 is the client's own error and a cut stream half an answer: neither is retried.
+        assert report.late_unclean == 2
+        assert report.refused_statuses == [0, 400, 503]
+        assert report.longest_failure_s == 4.5
+
+
+class TestEveryWaitIsBounded:
+    def test_a_call_that_never_returns_is_a_timeout(self) -> None:
+        began = time.monotonic()
+        with pytest.raises(TimeoutError):
+            bounded(lambda: time.sleep(60), 0.5)
+        assert time.monotonic() - began < 5
+
+    def test_a_calls_answer_and_its_error_come_back(self) -> None:
+        assert bounded(lambda: 42, 5) == 42
+        with pytest.raises(ZeroDivisionError):
+            bounded(lambda: 1 // 0, 5)
+
+    def test_the_watchdog_ends_a_step_that_overruns_saying_which(self) -> None:
+        script = (
+            "import time\nfrom serving.local.faults import Watchdog\n"
+            "dog = Watchdog('s', slack_s=0.0)\n"
+            "with dog.step('controller-kill', 'recover', 0.5):\n    time.sleep(60)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=30, cwd=REPO, check=False)  # fmt: skip
+        assert done.returncode == HUNG_EXIT
+        hung = json.loads(done.stdout.removeprefix(HUNG_PREFIX))
+        assert (hung["fault"], hung["phase"]) == ("controller-kill", "recover")
+
+
+def _session(body: str) -> list[str]:
+    return [sys.executable, "-c", "import os, subprocess, sys, time\n" + body]
+
+
+REPORT = summarize("s", "controller-kill", 90, [], 1.0, None, None).model_dump_json()
+
+
+class TestTheRunnerAnswersForHowASessionEnded:
+    def test_a_clean_session_is_completed_with_nothing_left(self) -> None:
+        status, _, reports, left = watch(
+            _session(f"print({REPORT_PREFIX + REPORT!r}, flush=True)"), 1, timeout_s=30
+        )
+        assert (status, left, [r.fault for r in reports]) == ("completed", 0, ["controller-kill"])
+
+    def test_a_process_the_session_leaves_running_is_ended_and_counted(self) -> None:
+        leave = (
+            "child = subprocess.Popen(['sleep', '300'])\n"
+            f"time.sleep(3)\nprint({REPORT_PREFIX + REPORT!r}, flush=True)\n"
+        )
+        status, _, _, left = watch(_session(leave), 1, timeout_s=30)
+        assert (status, left) == ("completed", 1)
+
+    def test_a_session_that_never_ends_is_reported_hung_within_its_deadline(self) -> None:
+        began = time.monotonic()
+        status, detail, reports, _ = watch(_session("time.sleep(300)"), 2, timeout_s=3)
+        assert (status, reports) == ("hung", [])
+        assert "overran 3 s" in detail and time.monotonic() - began < 30
+
+    def test_a_shutdown_that_never_ends_is_a_hang_after_the_reports(self) -> None:
+        body = f"print({REPORT_PREFIX + REPORT!r}, flush=True)\ntime.sleep(300)\n"
+        status, detail, reports, _ = watch(_session(body), 1, timeout_s=60, shutdown_timeout_s=2)
+        assert (status, len(reports)) == ("hung", 1) and "shutdown" in detail
+
+    def test_the_watchdogs_word_is_the_detail_of_the_hang(self) -> None:
+        hung = '{"session": "s", "fault": "gcs-restart", "phase": "strike", "after_s": 75.0}'
+        body = f"print({HUNG_PREFIX + hung!r}, flush=True)\nsys.exit({HUNG_EXIT})\n"
+        status, detail, _, _ = watch(_session(body), 1, timeout_s=30)
+        assert (status, detail) == ("hung", "gcs-restart: strike (no end after 75.0 s)")
+
+    def test_a_crash_is_a_failure_with_the_end_of_its_log(self) -> None:
+        status, detail, _, _ = watch(_session("sys.exit('the controller never started')"), 1,
+                                     timeout_s=30)  # fmt: skip
+        assert status == "failed" and "the controller never started" in detail
+
+
+# --- the short form, on the real local data plane --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> FaultRun:
+    """CI's short form, as a user runs it: every fault in one local Ray (servestack's HAProxy
+    hard stop, its GCS on a local Redis), 6 streams of 250 tokens per fault on 2 replicas."""
+    out = tmp_path_factory.mktemp("faults")
+    done = subprocess.run(
+        [*servestack_command(), "faults", "--local", "--short", "--streams", "6",
+         "--output-tokens", "250", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert (out / "faults.json").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
+    run = FaultRun.model_validate_json((out / "faults.json").read_text())
+    assert done.returncode == (0 if run.clean else 1), done.stderr[-3000:]
+    return run
+
+
+def _report(run: FaultRun, fault: str) -> FaultReport:
+    (report,) = [r for r in run.reports if r.fault == fault]
+    return report
+
+
+def test_the_short_run_completes_and_leaves_no_process(short_run: FaultRun) -> None:
+    (session,) = short_run.sessions
+    assert (session.status, session.detail) == ("completed", "")
+    assert session.left_behind == 0
+    assert [r.fault for r in session.reports] == list(FAULTS)
+
+
+def test_scaling_up_and_down_under_long_streams_loses_no_accepted_stream(
+    short_run: FaultRun,
+) -> None:
+    report = _report(short_run, "scale-up-down")
+    # The streams outlast the scale-up, so both HAProxy reloads happen under them.
+    assert report.hard_stop_s < short_run.stream_s * 3 + 30
+    assert report.accepted == report.streams and report.completed == report.streams, report
+
+
+@pytest.mark.parametrize("fault", ["replica-actor-kill", "replica-process-kill"])
+def test_a_killed_replica_fails_its_streams_fast_and_new_requests_cleanly(
+    short_run: FaultRun, fault: str
+) -> None:
+    report = _report(short_run, fault)
+    assert report.hung == 0, report
+    # Cut streams fail as the replica dies, long before a stall timeout would call them hung.
+    assert report.longest_failure_s is None or report.longest_failure_s < short_run.load.stall_s
+    # Requests sent after the kill are served (HAProxy redispatches a refused connection) or
+    # refused before any token with a status a client retries: never cut, never hung.
+    assert report.late_unclean == 0, report
+    assert report.first_success_after_fault_s is not None and report.recovered_s is not None
+
+
+@pytest.mark.parametrize("fault", ["controller-kill", "gcs-restart"])
+def test_the_control_plane_dying_loses_no_stream(short_run: FaultRun, fault: str) -> None:
+    report = _report(short_run, fault)
+    assert report.completed == report.streams, report
+    assert report.recovered_s is not None
