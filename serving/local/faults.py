@@ -243,16 +243,33 @@ def restart_gcs() -> None:
     node.start_gcs_server()
 
 
+def server_deployment(app_name: str) -> str:
+    """The name Serve gave the application's LLM deployment."""
+    from ray import serve
+
+    status = bounded(serve.status, CONTROL_CALL_S).applications[app_name]
+    names = [name for name in status.deployments if name.startswith("LLMServer")]
+    if len(names) != 1:
+        raise RuntimeError(f"expected one LLMServer deployment in {app_name}: {status.deployments}")
+    return names[0]
+
+
 def fault_application(
-    application: dict[str, Any], replicas: int, graceful_shutdown_s: int
+    application: dict[str, Any], deployment: str, replicas: int, graceful_shutdown_s: int
 ) -> dict[str, Any]:
     """The running application at a fixed number of replicas, with the graceful shutdown the
-    RayService gives its replicas."""
+    RayService gives its replicas. Both through Serve's per-deployment overrides, which Serve
+    applies to the running replicas: a change to the application's `args` would make every
+    deployment a new version and restart every replica."""
     app: dict[str, Any] = json.loads(json.dumps(application))
-    for _, config in llm_configs_of(app["args"]):
-        deployment = config["deployment_config"]
-        deployment["autoscaling_config"] |= {"min_replicas": replicas, "max_replicas": replicas}
-        deployment["graceful_shutdown_timeout_s"] = graceful_shutdown_s
+    ((_, config),) = llm_configs_of(app["args"])
+    autoscaling = dict(config["deployment_config"]["autoscaling_config"])
+    autoscaling.pop("initial_replicas", None)
+    autoscaling |= {"min_replicas": replicas, "max_replicas": replicas}
+    app["deployments"] = [{
+        "name": deployment, "autoscaling_config": autoscaling,
+        "graceful_shutdown_timeout_s": graceful_shutdown_s,
+    }]  # fmt: skip
     return app
 
 
@@ -345,7 +362,10 @@ def run_fault(
 ) -> FaultReport:
     """One fault against the running local application, under its own load."""
     name = running.model
-    base = fault_application(running.application, load.replicas, load.graceful_shutdown_s)
+    deployment = server_deployment(name)
+    base = fault_application(
+        running.application, deployment, load.replicas, load.graceful_shutdown_s
+    )
     settle_s = load.recover_timeout_s * 2
     began = time.monotonic()
     note(f"{fault}: settle at {load.replicas} replicas", began)
@@ -377,7 +397,7 @@ def run_fault(
         elif fault == "gcs-restart":
             restart_gcs()
         else:  # scale-up-down: up, and once the new replica serves, the late wave, then down
-            deploy(fault_application(running.application, load.replicas + 1,
+            deploy(fault_application(running.application, deployment, load.replicas + 1,
                                      load.graceful_shutdown_s))  # fmt: skip
             scaled = wait_until(lambda: running_at(name, load.replicas + 1), time.monotonic(),
                                 load.recover_timeout_s)  # fmt: skip
