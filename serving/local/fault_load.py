@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 import re
 import threading
@@ -105,7 +106,12 @@ class InFlight:
             return top[0][0] if top and top[0][1] > 0 else None
 
 
-_FINGERPRINT = re.compile(r'"system_fingerprint":\s*"sim-([^"]+)"')
+@functools.cache
+def _fingerprint() -> re.Pattern[str]:
+    """The replica id in a simulated engine's chunk (imported late: the engine imports Ray)."""
+    from serving.local.engine import FINGERPRINT_PREFIX
+
+    return re.compile(rf'"system_fingerprint":\s*"{re.escape(FINGERPRINT_PREFIX)}([^"]+)"')
 
 
 async def stream_one(
@@ -135,7 +141,7 @@ async def stream_one(
                         outcome="completed", status=status, tokens=tokens, start_s=start,
                         end_s=time.monotonic() - origin, replica=replica, after_fault=after_fault,
                     )  # fmt: skip
-                if replica is None and (found := _FINGERPRINT.search(line)):
+                if replica is None and (found := _fingerprint().search(line)):
                     replica = found.group(1)
                     if in_flight is not None:
                         in_flight.add(replica, 1)
