@@ -16,10 +16,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from infra import check_edge, report
+from infra import check_edge, progress, report
 from infra.config import DEFAULT_STACK, load_stack
 from infra.platform import plan_platform
 from infra.render import check_out_dir, model_objects, render_model
@@ -325,17 +324,24 @@ def serve_command(
     label = "simulated engine" if chosen == "simulated" else "vLLM CPU build, tiny model"
     console.print(f"starting a local Ray and {spec.name} ({label}) ...", highlight=False)
 
+    shown = progress.ServeProgress(errors)
+
     def ready(running: Any) -> None:
+        shown.ready()
         console.print(
             f"{spec.name} is serving the OpenAI API at {running.endpoint}/v1 — Ctrl-C to stop",
             highlight=False,
         )
 
     try:
-        runtime.serve_until_stopped(spec, settings, engine=chosen, port=port, on_ready=ready)
+        runtime.serve_until_stopped(
+            spec, settings, engine=chosen, port=port, on_ready=ready, on_state=shown.state
+        )
     except runtime.LocalServeError as exc:
         errors.print(f"error: {exc}", highlight=False)
         raise typer.Exit(1) from None
+    finally:
+        shown.close()
     console.print("stopped; the local Ray is shut down", highlight=False)
 
 
@@ -378,6 +384,9 @@ def bench_command(
     out: Annotated[
         Path | None, typer.Option(help="Output directory. [default: bench/MODEL]")
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print bench.json's document instead of the table.")
+    ] = False,
 ) -> None:
     """Benchmark the fast paths and the router side by side on the local application.
 
@@ -432,7 +441,7 @@ def bench_command(
         for v in candidates
     ]
     variants = [v for v in variants if v.workloads]
-    total = sum(workloads[w].requests for v in variants for w in v.workloads)
+    runs = sum(len(v.workloads) for v in variants)
     spec_of = {v.name: spec for v in variants}
     ideal: dict[str, float] = {}
     if chosen == "vllm":
@@ -440,18 +449,12 @@ def bench_command(
     out_dir = out if out is not None else Path("bench") / spec.name
     out_dir.mkdir(parents=True, exist_ok=True)
     reports = []
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=errors, transient=True,
-    ) as progress:  # fmt: skip
-        task = progress.add_task("starting", total=total)
+    with progress.bench_progress(errors, runs, quiet=as_json) as shown:
         for variant in variants:
-            progress.update(task, description=variant.name)
             try:
                 reports += bench.run_variant(
                     spec_of[variant.name], variant, workloads, settings, replicas,
-                    out_dir / "logs",
-                    on_done=lambda: progress.advance(task), engine=chosen,
+                    out_dir / "logs", progress=shown, engine=chosen,
                 )  # fmt: skip
             except bench.VariantStartError as exc:
                 errors.print(f"error: {variant.name}: {exc}", highlight=False)
@@ -471,8 +474,12 @@ def bench_command(
     }
     (out_dir / "bench.json").write_text(json.dumps(document, indent=2) + "\n")
     chart.write_chart(reports, out_dir / "bench.png", engine=chosen)
-    bench_report.print_bench(console, reports, ratios, chosen)
-    console.print(f"wrote {out_dir / 'bench.json'} and {out_dir / 'bench.png'}", highlight=False)
+    if as_json:
+        print(json.dumps(document, indent=2))
+    else:
+        bench_report.print_bench(console, reports, ratios, chosen)
+        wrote = f"wrote {out_dir / 'bench.json'} and {out_dir / 'bench.png'}"
+        console.print(wrote, highlight=False)
     failed = [f"{r.variant} {r.workload}: {r.failed}" for r in reports if r.failed]
     if failed:
         errors.print(

@@ -16,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -32,7 +30,9 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from serving.cache_report import REPLICA_HEADER
+from serving.local import cleanup
 from serving.local.app import Engine
+from serving.local.progress import QUIET, STATE_PREFIX, RunProgress
 from serving.local.runtime import READY_PREFIX
 from serving.local.simulation import SimulationSettings
 from serving.spec import Autoscaling, FastPaths, ModelSpec, Router, RouterKind
@@ -49,9 +49,6 @@ SHARED_PREFIX_WORKLOADS: tuple[WorkloadName, ...] = ("multi-prompt", "hot-prompt
 # The hot prompt's share of the hot-prompt workload: with 4 replicas, twice what one replica
 # should take, so a router that keeps it on its owner overloads that replica.
 HOT_SHARE = 0.5
-# serve.shutdown waits up to 30 s for the controller, then Ray stops its processes; on two
-# busy cores that can take minutes.
-STOP_TIMEOUT_S = 240.0
 
 
 class _Frozen(BaseModel):
@@ -354,9 +351,11 @@ def running_variant(
     log_path: Path,
     ready_timeout_s: float = 600.0,
     engine: Engine = "simulated",
+    on_state: Callable[[str], None] | None = None,
 ) -> Iterator[str]:
     """Start `python -m serving.local.runtime` for the spec; yield its endpoint; stop it.
-    Its output (Ray's and Serve's logs) goes to `log_path`."""
+    Its output (Ray's and Serve's logs) goes to `log_path`; `on_state` hears the steps it
+    reports while it starts and stops."""
     command = [
         sys.executable,
         "-m",
@@ -372,42 +371,53 @@ def running_variant(
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True
         )
+        reader = _Reader(process, on_state)
         try:
-            yield _await_ready(process, ready_timeout_s, log_path)
+            yield reader.await_ready(ready_timeout_s, log_path)
         finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+            cleanup.stop(process)
+            reader.join()
 
 
 class VariantStartError(RuntimeError):
     """A configuration's local application did not come up."""
 
 
-def _await_ready(process: subprocess.Popen[str], timeout_s: float, log_path: Path) -> str:
-    assert process.stdout is not None
-    stdout = process.stdout
-    found: list[str] = []
+class _Reader:
+    """Reads a runtime's stdout to its end: its ready line (the endpoint) and its states."""
 
-    def read() -> None:
-        for line in stdout:
+    def __init__(
+        self, process: subprocess.Popen[str], on_state: Callable[[str], None] | None
+    ) -> None:
+        self.process = process
+        self.on_state = on_state
+        self.endpoint: str | None = None
+        self.done = threading.Event()  # the ready line came, or the output ended
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
             if line.startswith(READY_PREFIX):
-                found.append(line[len(READY_PREFIX) :].strip())
-                return
+                self.endpoint = line[len(READY_PREFIX) :].strip()
+                self.done.set()
+            elif line.startswith(STATE_PREFIX) and self.on_state is not None:
+                self.on_state(line[len(STATE_PREFIX) :].strip())
+        self.done.set()
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(timeout_s)
-    if found:
-        return found[0]
-    tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-    state = "exited" if process.poll() is not None else f"not ready after {timeout_s:.0f} s"
-    raise VariantStartError(f"the local application {state}; {log_path}: " + " | ".join(tail))
+    def await_ready(self, timeout_s: float, log_path: Path) -> str:
+        self.done.wait(timeout_s)
+        if self.endpoint is not None:
+            return self.endpoint
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+        ended = self.process.poll() is not None
+        state = "exited" if ended else f"not ready after {timeout_s:.0f} s"
+        raise VariantStartError(f"the local application {state}; {log_path}: " + " | ".join(tail))
+
+    def join(self) -> None:
+        """After the process ended: its last states are told before the caller goes on."""
+        self.thread.join(5.0)
 
 
 # --- the report -----------------------------------------------------------------------------
@@ -487,11 +497,12 @@ def run_variant(
     settings: SimulationSettings | None,
     replicas: int,
     log_dir: Path,
-    on_done: Callable[[], None] | None = None,
+    progress: RunProgress = QUIET,
     engine: Engine = "simulated",
 ) -> list[WorkloadReport]:
     """Run the variant's workloads, each on a freshly started application: no workload inherits
-    another's prefix caches or the router's memory of where prompts went."""
+    another's prefix caches or the router's memory of where prompts went. `progress` hears
+    each step."""
     reports = []
     replicas = variant.replicas or replicas
     for name in variant.workloads:
@@ -503,10 +514,15 @@ def run_variant(
         if variant.bare_vllm:
             from serving.local.vllm_bench import running_bare_vllm
 
+            progress.configuration(variant.name, name, workload.requests, "a bare vLLM server")
             starting = running_bare_vllm(compiled, log_path)
         else:
-            starting = running_variant(compiled, settings, log_path, engine=engine)
+            progress.configuration(variant.name, name, workload.requests, "a local Ray")
+            starting = running_variant(
+                compiled, settings, log_path, engine=engine, on_state=progress.state
+            )
         with starting as endpoint:
+            progress.state("answering; warming up")
             warmup = Workload(
                 name="decode-heavy", input_tokens=8, output_tokens=4,
                 requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
@@ -514,10 +530,16 @@ def run_variant(
             asyncio.run(
                 run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS)
             )
+            progress.ready()
             results, duration = asyncio.run(
                 run_load(
-                    endpoint, build_requests(workload, spec.name), workload.concurrency, on_done
+                    endpoint,
+                    build_requests(workload, spec.name),
+                    workload.concurrency,
+                    progress.request_done,
                 )
             )
+            progress.stopping()
+        progress.stopped()
         reports.append(summarize(variant.name, name, results, duration, replicas))
     return reports

@@ -1,11 +1,21 @@
 """What a local run leaves behind, found while it runs and removed after its Ray has stopped.
 
 Ray's shutdown stops its own processes, but vLLM's engine processes are children of a replica,
-not Ray actors: a replica that is killed leaves them orphaned, still holding their `/dev/shm`
-segments (vLLM's message queues, torch's shared tensors). So before the shutdown the run takes a
-census of every process that descends from it, and of the `/dev/shm` files they hold; after it,
-whichever of those is still there is ended (by pid, checked against its start time so a reused
-pid is never touched) or unlinked. Linux only, read from /proc; no dependency.
+not Ray actors: a replica that is killed (or restarted by Serve) leaves them orphaned, still
+holding their `/dev/shm` segments (vLLM's message queues, multiprocessing's semaphores), and an
+HAProxy whose proxy actor died lives on the same way. So the run keeps a census of the processes
+it started and of the `/dev/shm` files they hold, taken while it runs (every few seconds: a
+process that dies mid-run takes the knowledge of its segments with it) and again around Ray's
+shutdown; afterwards whichever of those is still there is ended (by pid, checked against its
+start time so a reused pid is never touched) or unlinked. Linux only, read from /proc.
+
+What the run started is told two ways, both blind to other runs on the machine:
+- it carries the run's mark in its environment (`RUN_VARIABLE`, inherited by every process the
+  run starts and kept when one is orphaned and adopted by init);
+- it descends from the process hosting the run and was not there when the run began: a process
+  that hosts one run after another (pytest, a command comparing configurations) may still have
+  children of its own (an earlier run's Ray winding down, a Redis server its caller started),
+  and those, with whatever they start later, are not the run's to end.
 """
 
 from __future__ import annotations
@@ -13,12 +23,23 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import threading
 import time
+import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 PROC = Path("/proc")
 SHM = Path("/dev/shm")
+RUN_VARIABLE = "SERVESTACK_LOCAL_RUN"
+# How often a running run's census is taken.
+WATCH_INTERVAL_S = 5.0
+# serve.shutdown waits up to 30 s for the controller, then Ray stops its processes; on two
+# busy cores that can take minutes.
+STOP_TIMEOUT_S = 240.0
 
 
 @dataclass(frozen=True)
@@ -40,8 +61,10 @@ def _stat(pid: int) -> tuple[int, int] | None:
     return int(fields[1]), int(fields[19])
 
 
-def descendants(root: int) -> dict[int, int]:
-    """Every live process below `root`, pid -> start time."""
+def descendants(root: int, outside: Mapping[int, int] | None = None) -> dict[int, int]:
+    """Every live process below `root`, pid -> start time, leaving out the processes of
+    `outside` (same pid, same start time) and everything below them."""
+    outside = outside or {}
     parents: dict[int, list[int]] = {}
     starts: dict[int, int] = {}
     for entry in PROC.iterdir():
@@ -55,7 +78,7 @@ def descendants(root: int) -> dict[int, int]:
     stack = [root]
     while stack:
         for child in parents.get(stack.pop(), []):
-            if child not in found and child in starts:
+            if child not in found and child in starts and outside.get(child) != starts[child]:
                 found[child] = starts[child]
                 stack.append(child)
     return found
@@ -77,13 +100,71 @@ def _shm_held(pid: int) -> set[Path]:
     return held
 
 
-def census(root: int | None = None) -> Census:
-    """The run's processes and the /dev/shm files they hold, now."""
-    processes = descendants(os.getpid() if root is None else root)
+def census(root: int | None = None, outside: Mapping[int, int] | None = None) -> Census:
+    """The processes below `root` (this process by default) but not in `outside`'s subtrees, and
+    the /dev/shm files they hold, now."""
+    processes = descendants(os.getpid() if root is None else root, outside)
     shm: set[Path] = set()
     for pid in processes:
         shm |= _shm_held(pid)
     return Census(processes, frozenset(shm))
+
+
+def marked(mark: str) -> dict[int, int]:
+    """Every live process whose environment carries `RUN_VARIABLE=mark`, pid -> start time."""
+    wanted = f"{RUN_VARIABLE}={mark}".encode()
+    found: dict[int, int] = {}
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone, or another user's
+            continue
+        if wanted in environ.split(b"\0"):
+            stat = _stat(int(entry.name))
+            if stat is not None:
+                found[int(entry.name)] = stat[1]
+    return found
+
+
+class RunCensus:
+    """The census of one run hosted by this process, from when it is made: the run's processes
+    are those started with `environment` in their environment, or below this process since."""
+
+    def __init__(self) -> None:
+        self.root = os.getpid()
+        self.mark = f"{self.root}-{uuid.uuid4().hex}"
+        self.environment = {RUN_VARIABLE: self.mark}
+        self.before = descendants(self.root)
+        self.counted = Census()
+        self._lock = threading.Lock()
+
+    def take(self) -> Census:
+        """Count what runs now; returns everything counted so far."""
+        processes = descendants(self.root, self.before) | marked(self.mark)
+        processes.pop(self.root, None)
+        now = Census(processes, frozenset().union(*(_shm_held(pid) for pid in processes)))
+        with self._lock:
+            self.counted = merge(self.counted, now)
+            return self.counted
+
+    @contextlib.contextmanager
+    def watching(self, interval_s: float = WATCH_INTERVAL_S) -> Iterator[None]:
+        """Take the census every `interval_s` while the block runs."""
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(interval_s):
+                self.take()
+
+        watcher = threading.Thread(target=watch, name="run-census", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join()
 
 
 def merge(*censuses: Census) -> Census:
@@ -126,3 +207,18 @@ def clean_up(counted: Census, grace_s: float = 20.0) -> tuple[list[int], list[Pa
             path.unlink()
             removed.append(path)
     return ended, removed
+
+
+def stop(process: subprocess.Popen[Any], timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Stop a child started in a session of its own: SIGTERM, so that it shuts down what it
+    started; if it is not gone within `timeout_s`, SIGKILL its whole process group (its session's
+    leader's group: the child's own processes, nothing else)."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

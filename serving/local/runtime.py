@@ -22,7 +22,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 from serving.local import cleanup
 from serving.local.app import Engine, cpus_needed, local_application, local_env, tiny_family
 from serving.local.observed import ObservedRun, registered
+from serving.local.progress import STATE_PREFIX, replica_summary
 from serving.local.simulation import SimulationSettings
 from serving.local.tiny_models import tiny_model
 from serving.spec import ModelSpec
@@ -95,14 +96,18 @@ def local_serve(
     engine: Engine = "simulated",
     port: int | None = None,
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+    on_state: Callable[[str], None] | None = None,
 ) -> Iterator[LocalServe]:
     """Start a local Ray, deploy the application, wait until HTTP answers; always shut down,
-    leaving no process and no /dev/shm segment of the run behind."""
+    leaving no process and no /dev/shm segment of the run behind. `on_state` hears each step
+    (starting Ray, the replicas' states, stopping)."""
+    say = on_state or (lambda text: None)
     model = tiny_model(tiny_family(spec)) if engine == "vllm" else None
     application = local_application(spec, engine, model)
     # HAProxy refuses a socket path over 97 characters and Ray adds a 56-character directory.
     with tempfile.TemporaryDirectory(prefix="ss-", dir="/tmp") as run_dir:
-        env = run_env(spec, settings, Path(run_dir), engine)
+        run = cleanup.RunCensus()
+        env = run_env(spec, settings, Path(run_dir), engine) | run.environment
         saved = {key: os.environ.get(key) for key in env}
         os.environ.update(env)
         try:
@@ -111,38 +116,46 @@ def local_serve(
 
             http_port = port or free_port()
             metrics_port = free_port()
-            ray.init(
-                address="local",
-                _metrics_export_port=metrics_port,
-                num_cpus=cpus_needed(spec),
-                num_gpus=0,
-                object_store_memory=OBJECT_STORE_BYTES,
-                include_dashboard=False,
-                log_to_driver=False,
-                namespace="servestack-local",
-            )
-            counted = cleanup.census()
             try:
-                serve.start(http_options={"host": "127.0.0.1", "port": http_port})
-                _deploy(application)
-                endpoint = f"http://127.0.0.1:{http_port}"
-                _wait_ready(application["name"], endpoint, ready_timeout_s)
-                _wait_haproxy_settled(Path(run_dir))
-                scrape = {"ray": f"http://127.0.0.1:{metrics_port}/metrics"}
-                if spec.fast_paths.haproxy:
-                    haproxy_port = env["RAY_SERVE_HAPROXY_METRICS_PORT"]
-                    scrape["haproxy"] = f"http://127.0.0.1:{haproxy_port}/metrics"
-                observed = ObservedRun(os.getpid(), spec.name, endpoint, scrape)
-                with registered(observed):
-                    yield LocalServe(endpoint, spec.name, application, env)
+                with run.watching():
+                    say("starting a local Ray")
+                    ray.init(
+                        address="local",
+                        _metrics_export_port=metrics_port,
+                        num_cpus=cpus_needed(spec),
+                        num_gpus=0,
+                        object_store_memory=OBJECT_STORE_BYTES,
+                        include_dashboard=False,
+                        log_to_driver=False,
+                        namespace="servestack-local",
+                    )
+                    say("starting Serve")
+                    serve.start(http_options={"host": "127.0.0.1", "port": http_port})
+                    _deploy(application)
+                    endpoint = f"http://127.0.0.1:{http_port}"
+                    _wait_ready(application["name"], endpoint, ready_timeout_s, say)
+                    if spec.fast_paths.haproxy:
+                        say("replicas ready; waiting for HAProxy's configuration to settle")
+                    _wait_haproxy_settled(Path(run_dir))
+                    scrape = {"ray": f"http://127.0.0.1:{metrics_port}/metrics"}
+                    if spec.fast_paths.haproxy:
+                        haproxy_port = env["RAY_SERVE_HAPROXY_METRICS_PORT"]
+                        scrape["haproxy"] = f"http://127.0.0.1:{haproxy_port}/metrics"
+                    observed = ObservedRun(os.getpid(), spec.name, endpoint, scrape)
+                    with registered(observed):
+                        yield LocalServe(endpoint, spec.name, application, env)
             finally:
                 # What runs now is what may outlive Ray's shutdown (vLLM's engine processes).
-                counted = cleanup.merge(counted, cleanup.census())
+                run.take()
+                say("stopping Serve")
                 with contextlib.suppress(Exception):
                     serve.shutdown()  # type: ignore[no-untyped-call]
+                say("stopping Ray")
                 ray.shutdown()
-                ended, removed = cleanup.clean_up(counted)
+                # Whatever still carries the run's mark outlived the shutdown.
+                ended, removed = cleanup.clean_up(run.take())
                 if ended or removed:
+                    say(f"ended {len(ended)} leftover processes, removed {len(removed)} files")
                     print(
                         f"ended {len(ended)} processes and removed {len(removed)} /dev/shm "
                         "files the local Ray left behind",
@@ -167,13 +180,21 @@ def _deploy(application: dict[str, Any]) -> None:
     client.deploy_apps(config)
 
 
-def _wait_ready(name: str, endpoint: str, timeout_s: float) -> None:
+def _wait_ready(name: str, endpoint: str, timeout_s: float, say: Callable[[str], None]) -> None:
     from ray import serve
 
     deadline = time.monotonic() + timeout_s
+    said = ""
     while True:
         status = serve.status().applications.get(name)
         state = str(status.status) if status is not None else "NOT_STARTED"
+        if status is not None:
+            summary = replica_summary({
+                deployment: {str(getattr(k, "value", k)): n for k, n in d.replica_states.items()}
+                for deployment, d in status.deployments.items()
+            })  # fmt: skip
+            if summary != said:
+                say(said := summary)
         if status is not None and "DEPLOY_FAILED" in state:
             raise LocalServeError(f"application {name} failed to deploy: {status.message}")
         if status is not None and "RUNNING" in state and _answers(endpoint):
@@ -230,6 +251,7 @@ def serve_until_stopped(
     port: int | None = None,
     on_ready: Any = None,
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+    on_state: Callable[[str], None] | None = None,
 ) -> None:
     """Run until SIGINT or SIGTERM, then shut down cleanly."""
     stop = threading.Event()
@@ -238,8 +260,9 @@ def serve_until_stopped(
         signal.signal(sig, lambda *_: stop.set())
     try:
         with local_serve(
-            spec, settings, engine=engine, port=port, ready_timeout_s=ready_timeout_s
-        ) as running:
+            spec, settings, engine=engine, port=port, ready_timeout_s=ready_timeout_s,
+            on_state=on_state,
+        ) as running:  # fmt: skip
             if on_ready is not None:
                 on_ready(running)
             while not stop.wait(0.5):
@@ -260,8 +283,11 @@ def main() -> None:
     def announce(running: LocalServe) -> None:
         print(READY_PREFIX + running.endpoint, flush=True)
 
+    def tell(text: str) -> None:
+        print(STATE_PREFIX + text, flush=True)
+
     try:
-        serve_until_stopped(spec, settings, engine=engine, on_ready=announce)
+        serve_until_stopped(spec, settings, engine=engine, on_ready=announce, on_state=tell)
     except LocalServeError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         sys.exit(1)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -29,7 +28,6 @@ from serving.local import cleanup
 from serving.local.app import engine_workers, tiny_family, vllm_engine_kwargs, vllm_env
 from serving.local.bench import (
     SHARED_PREFIX_WORKLOADS,
-    STOP_TIMEOUT_S,
     Variant,
     VariantStartError,
     WorkloadReport,
@@ -131,29 +129,23 @@ def running_bare_vllm(
     started."""
     port = free_port()
     command = bare_command(spec, tiny_model(tiny_family(spec)), port)
+    run = cleanup.RunCensus()
     env = os.environ | vllm_env(engine_workers(spec)) | {"PYTHONPATH": str(CODE_ROOT)}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        counted = cleanup.Census()
+            command, stdout=log, stderr=subprocess.STDOUT, env=env | run.environment,
+            start_new_session=True,
+        )  # fmt: skip
         try:
-            endpoint = f"http://127.0.0.1:{port}"
-            _wait_bare(process, endpoint, ready_timeout_s, log_path)
-            counted = cleanup.census(process.pid)
-            yield endpoint
+            with run.watching():
+                endpoint = f"http://127.0.0.1:{port}"
+                _wait_bare(process, endpoint, ready_timeout_s, log_path)
+                yield endpoint
         finally:
-            counted = cleanup.merge(counted, cleanup.census(process.pid))
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
-            cleanup.clean_up(counted)
+            run.take()
+            cleanup.stop(process)
+            cleanup.clean_up(run.take())
 
 
 def _wait_bare(

@@ -5,11 +5,15 @@ made deterministically; what a run leaves behind is found and removed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,3 +156,98 @@ def test_what_a_run_leaves_behind_is_found_and_removed() -> None:
     assert ended and cleanup.alive(counted) == []
     assert LEFTOVER in removed
     assert not LEFTOVER.exists()
+
+
+def _sleeper(env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, text=True,
+        env=None if env is None else os.environ | env, **kwargs,
+    )  # fmt: skip
+
+
+def test_a_runs_census_leaves_out_what_its_host_started_before_the_run() -> None:
+    # pytest hosting one run after another: an earlier test's process is still running and still
+    # starting processes of its own when the next run begins.
+    spawner = (
+        "import subprocess, sys\n"
+        "for line in sys.stdin:\n"
+        "    child = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'],\n"
+        "                             stdin=subprocess.PIPE)\n"
+        "    print(child.pid, flush=True)\n"
+    )
+    earlier = subprocess.Popen(
+        [sys.executable, "-c", spawner], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    run = cleanup.RunCensus()
+    ours = _sleeper()
+    started: list[subprocess.Popen[str]] = [earlier, ours]
+    try:
+        assert earlier.stdin is not None and earlier.stdout is not None
+        earlier.stdin.write("\n")
+        earlier.stdin.flush()
+        earlier_child = int(earlier.stdout.readline())
+        counted = run.take()
+        assert ours.pid in counted.processes
+        assert earlier.pid not in counted.processes
+        assert earlier_child not in counted.processes
+        ended, _ = cleanup.clean_up(counted, grace_s=5)
+        assert ended == [ours.pid]
+        assert earlier.poll() is None, "the earlier test's process was ended by this run"
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(earlier_child, signal.SIGKILL)
+
+
+def test_an_orphan_of_the_run_is_counted_by_its_mark_with_its_shm_segment() -> None:
+    # A replica's engine process outliving the replica that started it: adopted by init, no
+    # longer below the host, before the run's census is ever taken.
+    run = cleanup.RunCensus()
+    grandchild = (
+        f"import time; f = open({str(LEFTOVER)!r}, 'wb'); f.write(bytes(4096)); f.flush(); "
+        "print(1, flush=True); time.sleep(600)"
+    )
+    script = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {grandchild!r}])"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+        env=os.environ | run.environment,
+    )  # fmt: skip
+    assert parent.stdout is not None and parent.stdout.readline().strip() == "1"
+    parent.wait()
+    unmarked = _sleeper()  # below the host, but not the run's mark: still counted as the run's
+    try:
+        counted = run.take()
+        orphans = [pid for pid in counted.processes if pid not in (parent.pid, unmarked.pid)]
+        assert len(orphans) == 1 and LEFTOVER in counted.shm
+        ended, removed = cleanup.clean_up(counted, grace_s=5)
+        assert sorted(ended) == sorted([*orphans, unmarked.pid])
+        assert removed == [LEFTOVER] and not LEFTOVER.exists()
+    finally:
+        unmarked.kill()
+        unmarked.wait()
+        cleanup.clean_up(run.take(), grace_s=1)  # the orphan, should an assertion fail
+        LEFTOVER.unlink(missing_ok=True)
+
+
+def test_a_child_that_will_not_stop_is_ended_with_its_process_group() -> None:
+    stubborn = (
+        "import signal, subprocess, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "child = subprocess.Popen([sys.executable, '-c', "
+        "'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)']); "
+        "print(child.pid, flush=True); sys.stdin.read()"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", stubborn], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    child = int(process.stdout.readline())
+    child_start = cleanup.census(process.pid).processes[child]
+    cleanup.stop(process, timeout_s=1)
+    assert process.returncode == -signal.SIGKILL
+    deadline = time.monotonic() + 10
+    while cleanup.alive(cleanup.Census({child: child_start})) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert cleanup.alive(cleanup.Census({child: child_start})) == []

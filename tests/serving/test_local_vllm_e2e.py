@@ -6,7 +6,9 @@ The answers are checked against what only the real engine serving the kit's mode
 token counts from the kit's own tokenizer and chat template, greedy decoding that streams the
 same text it returns whole, vLLM's prefix cache hitting on a repeated prompt. After Ctrl-C, none
 of the run's processes (Ray's, HAProxy, vLLM's engines) and none of its /dev/shm files may be
-left.
+left. The run's are told from other runs on the machine by the session the CLI leads (kept by a
+process that is orphaned): its processes, and the /dev/shm files they were seen holding while it
+ran.
 """
 
 from __future__ import annotations
@@ -65,8 +67,42 @@ def session_processes(sid: int) -> list[str]:
     return left
 
 
-def shm_files() -> set[str]:
-    return {entry.name for entry in Path("/dev/shm").iterdir()}
+def shm_held(sid: int) -> set[Path]:
+    """/dev/shm files the session's processes hold now: mapped (/proc's maps; psutil reads the
+    far slower smaps) or open."""
+    held = set()
+    for process in psutil.process_iter():
+        try:
+            if os.getsid(process.pid) != sid:
+                continue
+            maps = Path(f"/proc/{process.pid}/maps").read_text().splitlines()
+            paths = [fields[5] for fields in (line.split(maxsplit=5) for line in maps)
+                     if len(fields) == 6]  # fmt: skip
+            paths += [f.path for f in process.open_files()]
+        except (psutil.Error, OSError):
+            continue
+        held |= {Path(p.removesuffix(" (deleted)")) for p in paths if p.startswith("/dev/shm/")}
+    return held
+
+
+class ShmWatch:
+    """Samples the session's /dev/shm files every two seconds while the run lives."""
+
+    def __init__(self, sid: int) -> None:
+        self.sid = sid
+        self.seen: set[Path] = set()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.done.wait(2.0):
+            self.seen |= shm_held(self.sid)
+
+    def stop(self) -> set[Path]:
+        self.done.set()
+        self.thread.join()
+        return self.seen
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +118,6 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     tokenizer = AutoTokenizer.from_pretrained(tiny_model("llama"))
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm") / "serve.log"
-    shm_before = shm_files()
     # The console script of this environment, as a user runs it.
     servestack = str(Path(sys.executable).parent / "servestack")
     command = [servestack, "serve", "--local", STACK, "--model", MODEL,
@@ -95,6 +130,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
             command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
             start_new_session=True,
         )  # fmt: skip
+        watch = ShmWatch(cli.pid)
         try:
             _await_line(cli, "is serving the OpenAI API", log_path)
             endpoint = f"http://127.0.0.1:{port}"
@@ -114,7 +150,10 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     while session_processes(cli.pid) and time.monotonic() < deadline:
         time.sleep(1)
     assert session_processes(cli.pid) == [], "the local run left processes behind"
-    assert shm_files() - shm_before == set(), "the local run left /dev/shm files behind"
+    seen = watch.stop()
+    # vLLM's engine and its worker talk over shared-memory queues (multiprocessing's psm_ files).
+    assert any(path.name.startswith("psm_") for path in seen), seen
+    assert {path for path in seen if path.exists()} == set(), "left /dev/shm files behind"
 
 
 def _await_line(process: subprocess.Popen[str], text: str, log_path: Path) -> None:
