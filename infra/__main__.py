@@ -100,7 +100,7 @@ def build(stack: Stack, platform: PlatformPlan, secrets: ServingSecrets) -> None
     serving = ServingPlane(
         f"{PREFIX}-serving",
         ServingPlaneArgs(
-            models=stack.profiles, project=platform.cluster.project, config=config,
+            models=platform.models, project=platform.cluster.project, config=config,
             secrets=secrets, kubeconfig=cluster.kubeconfig, resilience=resilience,
             gcs_auth=gcs.auth_string, gcs_ca_certificate=gcs.ca_certificate,
         ),
@@ -109,7 +109,7 @@ def build(stack: Stack, platform: PlatformPlan, secrets: ServingSecrets) -> None
     observability = Observability(
         f"{PREFIX}-observability",
         ObservabilityArgs(
-            stack=stack.name, project=platform.cluster.project, models=stack.profiles,
+            stack=stack.name, project=platform.cluster.project, models=platform.models,
             gpu_pools=platform.gpu_pools, config=stack.config, provider=serving.provider,
         ),
         pulumi.ResourceOptions(depends_on=[serving]),

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from infra import check_edge, progress, report
 from infra.config import DEFAULT_STACK, load_stack
-from infra.platform import plan_platform
+from infra.platform import compile_model, plan_platform
 from infra.render import check_out_dir, model_objects, render_model
 from serving.catalog import ARCHITECTURES
 from serving.errors import ServestackError, unknown_key_fix
@@ -190,11 +190,15 @@ def render_command(
         wanted = _pick(loaded.profiles, model, loaded.path, "--model")
         chosen = {key: spec for key, spec in chosen.items() if spec is wanted}
     plans = {profile: plan(spec, loaded.config.prices) for profile, spec in chosen.items()}
+    compiled = {
+        profile: compile_model(loaded, spec, plans[profile])
+        for profile, spec in chosen.items()
+        if plans[profile].ok
+    }
     # Every model's objects are checked before the first file is written: a refused input
     # leaves nothing behind.
-    for profile, spec in chosen.items():
-        if plans[profile].ok:
-            model_objects(spec, profile, loaded)
+    for profile, model_compiled in compiled.items():
+        model_objects(model_compiled, profile, loaded)
     failed = False
     for profile, spec in chosen.items():
         model_plan = plans[profile]
@@ -202,7 +206,7 @@ def render_command(
             report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: not rendered: ")
             failed = True
             continue
-        for path in render_model(spec, profile, loaded, out_dir):
+        for path in render_model(compiled[profile], profile, loaded, out_dir):
             console.print(f"wrote {path}", highlight=False)
         report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: ")
     if failed:

@@ -9,6 +9,7 @@ is what is deployed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -17,6 +18,7 @@ from infra.config import NAMESPACE, Stack
 from infra.edge import edge_values
 from infra.manifests import kuberay_values, rayservice, resource_name
 from serving import catalog
+from serving.compiler import CompiledModel
 from serving.errors import ServestackError
 from serving.loading import display_path
 from serving.scheduling import MACHINE_TYPE_LABEL, head_pod_containers, misfit, requested
@@ -41,7 +43,9 @@ class PodFit(BaseModel):
         return self.cpus <= self.node_cpus and self.memory_bytes <= self.node_memory_bytes
 
 
-def stack_pods(stack: Stack, system_machine: str) -> list[PodFit]:
+def stack_pods(
+    stack: Stack, models: Mapping[str, CompiledModel], system_machine: str
+) -> list[PodFit]:
     """Each pod of the stack with its pool's room per node."""
     config = stack.config
     found: list[PodFit] = []
@@ -57,9 +61,9 @@ def stack_pods(stack: Stack, system_machine: str) -> list[PodFit]:
             )
         )  # fmt: skip
 
-    for spec in stack.profiles.values():
-        manifest = rayservice(spec, config.ray_image)
-        name = resource_name(spec)
+    for model in models.values():
+        manifest = rayservice(model, config.ray_image)
+        name = resource_name(model.spec)
         add(
             f"{name} head", "system", system_machine, 1,
             head_pod_containers(manifest["spec"]["rayClusterConfig"]),

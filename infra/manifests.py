@@ -34,14 +34,14 @@ from serving.compiler import (
     MODEL_MOUNT_ROOT,
     PROFILE_ANNOTATION,
     SERVE_PORT,
+    CompiledModel,
     WorkerShape,
-    cluster_env,
+    compile,
     gcs_weights,
-    serve_config,
-    worker_shapes,
 )
 from serving.errors import ServestackError
 from serving.limits import size_problems
+from serving.planner import Plan
 from serving.ray_release import RAY_FLOOR, image_ray_version
 from serving.routers import ROUTERS, SERVESTACK_ROUTERS
 from serving.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
@@ -147,9 +147,10 @@ def _router_volume(spec: ModelSpec) -> tuple[list[dict[str, Any]], list[dict[str
     )
 
 
-def _env(spec: ModelSpec, with_token: bool) -> list[dict[str, Any]]:
+def _env(model: CompiledModel, with_token: bool) -> list[dict[str, Any]]:
+    spec = model.spec
     env: list[dict[str, Any]] = [
-        {"name": name, "value": value} for name, value in cluster_env(spec).items()
+        {"name": name, "value": value} for name, value in model.cluster_env.items()
     ]
     env.append({"name": "HF_HOME", "value": HF_CACHE_PATH})
     if ships_router(spec):
@@ -168,7 +169,10 @@ def _quantity(size_bytes: int) -> str:
     return f"{size_bytes // GIB}Gi" if size_bytes % GIB == 0 else f"{size_bytes // 2**20}Mi"
 
 
-def _head(spec: ModelSpec, image: str, with_token: bool, resilience: Resilience) -> dict[str, Any]:
+def _head(
+    model: CompiledModel, image: str, with_token: bool, resilience: Resilience
+) -> dict[str, Any]:
+    spec = model.spec
     resources = {"cpu": str(HEAD_CPUS), "memory": _quantity(HEAD_MEMORY_BYTES)}
     volumes, mounts = _router_volume(spec)
     ca_volumes, ca_mounts, ca_env = gcs_tls_pieces(resilience)
@@ -185,7 +189,7 @@ def _head(spec: ModelSpec, image: str, with_token: bool, resilience: Resilience)
                     {
                         "name": "ray-head",
                         "image": image,
-                        "env": _env(spec, with_token) + haproxy_env(resilience) + ca_env,
+                        "env": _env(model, with_token) + haproxy_env(resilience) + ca_env,
                         "resources": {"requests": resources, "limits": dict(resources)},
                         "ports": [
                             {"name": "gcs-server", "containerPort": 6379},
@@ -216,8 +220,9 @@ def _weights_cache_volume(resilience: Resilience) -> dict[str, Any]:
 
 
 def _worker_group(
-    spec: ModelSpec, shape: WorkerShape, image: str, with_token: bool, resilience: Resilience
+    model: CompiledModel, shape: WorkerShape, image: str, with_token: bool, resilience: Resilience
 ) -> dict[str, Any]:
+    spec = model.spec
     resources = {
         "cpu": f"{shape.cpus:g}",
         "memory": _quantity(shape.memory_bytes),
@@ -272,7 +277,7 @@ def _worker_group(
                 {
                     "name": "ray-worker",
                     "image": image,
-                    "env": _env(spec, with_token) + haproxy_env(resilience),
+                    "env": _env(model, with_token) + haproxy_env(resilience),
                     "resources": {"requests": resources, "limits": dict(resources)},
                     "volumeMounts": mounts,
                     "lifecycle": {
@@ -305,8 +310,15 @@ def _worker_group(
     }
 
 
+def compile_for(spec: ModelSpec, model_plan: Plan, resilience: Resilience) -> CompiledModel:
+    """Compile a planned spec for nodes with this resilience: a stopping replica gets the time
+    to finish its streams inside the shortest notice its nodes give."""
+    machine_types = [group.placement.machine_type for group in model_plan.groups]
+    return compile(spec, model_plan, graceful_shutdown_s=resilience.serve_shutdown_s(machine_types))
+
+
 def rayservice(
-    spec: ModelSpec,
+    model: CompiledModel,
     image: str,
     *,
     with_hf_token: bool = True,
@@ -315,11 +327,11 @@ def rayservice(
 ) -> dict[str, Any]:
     """The model's RayService: its compiled Serve application on its own Ray cluster, locked
     down by `harden` (token auth, securityContexts, the workers' own identity), its GCS state
-    in the stack's Redis, drains and upgrades fitted to the notice its nodes give."""
+    in the stack's Redis, drains and upgrades fitted to the notice its nodes give (the Serve
+    application's own shutdown time was fitted when it was compiled, `compile_for`)."""
+    spec = model.spec
     name = resource_name(spec)
     resilience = resilience or Resilience()
-    shapes = worker_shapes(spec)
-    shutdown_s = resilience.serve_shutdown_s([shape.machine_type for shape in shapes])
     manifest = {
         "apiVersion": RAY_API_VERSION,
         "kind": "RayService",
@@ -332,9 +344,7 @@ def rayservice(
             },
         },
         "spec": {
-            "serveConfigV2": yaml.safe_dump(
-                serve_config(spec, graceful_shutdown_s=shutdown_s), sort_keys=False
-            ),
+            "serveConfigV2": yaml.safe_dump(model.serve_config, sort_keys=False),
             # A new cluster takes over before the old one goes: no serving gap on upgrade. The
             # GPU pools hold room for it (the platform plan adds the largest model's minimum).
             "upgradeStrategy": {"type": "NewCluster"},
@@ -354,9 +364,10 @@ def rayservice(
                         "limits": dict(AUTOSCALER_RESOURCES),
                     },
                 },
-                "headGroupSpec": _head(spec, image, with_hf_token, resilience),
+                "headGroupSpec": _head(model, image, with_hf_token, resilience),
                 "workerGroupSpecs": [
-                    _worker_group(spec, shape, image, with_hf_token, resilience) for shape in shapes
+                    _worker_group(model, shape, image, with_hf_token, resilience)
+                    for shape in model.worker_shapes
                 ],
             },
         },
@@ -376,7 +387,7 @@ def rayservice(
 
 
 def model_objects(
-    spec: ModelSpec,
+    model: CompiledModel,
     *,
     image: str,
     host: str | None,
@@ -387,9 +398,10 @@ def model_objects(
     resilience: Resilience | None = None,
 ) -> list[dict[str, Any]]:
     """Every Kubernetes object of one model that carries what its profile says."""
+    spec = model.spec
     objects = [
         rayservice(
-            spec,
+            model,
             image,
             with_hf_token=with_hf_token,
             token_generation=token_generation,

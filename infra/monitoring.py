@@ -24,8 +24,9 @@ from infra.namespaces import KUBERAY_NAMESPACE, SERVING_NAMESPACE
 from infra.platform import GpuPoolSpec
 from infra.ray_security import METRICS, SERVE_HAPROXY_METRICS
 from serving import catalog, metrics
+from serving.compiler import CompiledModel
 from serving.metrics import engine
-from serving.planner import plan
+from serving.planner import Plan
 from serving.spec import ModelSpec
 
 MONITORING_API_VERSION = "monitoring.googleapis.com/v1"
@@ -151,12 +152,13 @@ class Panel:
     threshold: float | None = None
 
 
-def max_serve_replicas(spec: ModelSpec) -> int:
+def max_serve_replicas(model_plan: Plan) -> int:
     """Serve replicas at the model's maximum: Ray counts DP ranks as replicas."""
-    return sum(g.placement.max_replicas * g.parallelism.data for g in plan(spec).groups)
+    return sum(g.placement.max_replicas * g.parallelism.data for g in model_plan.groups)
 
 
-def model_panels(spec: ModelSpec) -> list[Panel]:
+def model_panels(model: CompiledModel) -> list[Panel]:
+    spec = model.spec
     eng, serve, edge = _engine_match(spec), _serve_match(spec), _edge_match(spec)
     ttft = engine("vllm:time_to_first_token_seconds")
     itl = engine("vllm:inter_token_latency_seconds")
@@ -204,7 +206,7 @@ def model_panels(spec: ModelSpec) -> list[Panel]:
                 "running": f"sum({metrics.SERVE_REPLICA_HEALTHY}{{{serve}}})",
                 "target": f"sum({metrics.SERVE_TARGET_REPLICAS}{{{serve}}})",
             },
-            threshold=max_serve_replicas(spec),
+            threshold=max_serve_replicas(model.plan),
         ),
     ]  # fmt: skip
 
@@ -247,7 +249,7 @@ def _chart(panel: Panel) -> dict[str, Any]:
     return {"title": panel.title, "xyChart": chart}
 
 
-def dashboard(stack: str, specs: Iterable[ModelSpec]) -> dict[str, Any]:
+def dashboard(stack: str, models: Iterable[CompiledModel]) -> dict[str, Any]:
     """The stack's dashboard as Cloud Monitoring's Dashboard resource (mosaic layout): a
     collapsible group per model, then the stack's GPU and HAProxy panels."""
     tiles: list[dict[str, Any]] = []
@@ -273,8 +275,8 @@ def dashboard(stack: str, specs: Iterable[ModelSpec]) -> dict[str, Any]:
             )  # fmt: skip
         y += rows * PANEL_HEIGHT
 
-    for spec in specs:
-        group(spec.name, model_panels(spec))
+    for model in models:
+        group(model.spec.name, model_panels(model))
     group("GPUs and HAProxy", stack_panels())
     return {
         "displayName": f"servestack {stack}",
@@ -307,10 +309,11 @@ def gpu_node_minimums(pools: Iterable[GpuPoolSpec]) -> dict[str, int]:
     return minimums
 
 
-def alert_rules(specs: Iterable[ModelSpec], gpu_minimums: dict[str, int]) -> list[AlertRule]:
+def alert_rules(models: Iterable[CompiledModel], gpu_minimums: dict[str, int]) -> list[AlertRule]:
     """The alert policies of a stack; `gpu_minimums` is `gpu_node_minimums` of its pools."""
     rules: list[AlertRule] = []
-    for spec in specs:
+    for model in models:
+        spec, most = model.spec, max_serve_replicas(model.plan)
         name, eng, serve = resource_name(spec), _engine_match(spec), _serve_match(spec)
         edge = _edge_match(spec)
         five_xx = edge + ', code="5xx"'
@@ -335,7 +338,7 @@ def alert_rules(specs: Iterable[ModelSpec], gpu_minimums: dict[str, int]) -> lis
             ),
             AlertRule(
                 f"{name}-pinned-at-max", f"{spec.name}: replicas pinned at the maximum",
-                f"sum({metrics.SERVE_TARGET_REPLICAS}{{{serve}}}) >= {max_serve_replicas(spec)}",
+                f"sum({metrics.SERVE_TARGET_REPLICAS}{{{serve}}}) >= {most}",
                 900, "WARNING",
                 "Autoscaling wants every replica the profile allows. If TTFT holds, fine; if not, "
                 "raise autoscaling.max_replicas and check the GPU pool can grow (quota, Spot).",
@@ -373,9 +376,9 @@ def alert_rules(specs: Iterable[ModelSpec], gpu_minimums: dict[str, int]) -> lis
     return rules
 
 
-def queries(specs: list[ModelSpec], gpu_minimums: dict[str, int]) -> list[str]:
+def queries(models: list[CompiledModel], gpu_minimums: dict[str, int]) -> list[str]:
     """Every PromQL expression the dashboard and the alert policies evaluate."""
-    found = [q for spec in specs for panel in model_panels(spec) for q in panel.queries.values()]
+    found = [q for model in models for panel in model_panels(model) for q in panel.queries.values()]
     found += [q for panel in stack_panels() for q in panel.queries.values()]
-    found += [rule.query for rule in alert_rules(specs, gpu_minimums)]
+    found += [rule.query for rule in alert_rules(models, gpu_minimums)]
     return found

@@ -31,16 +31,16 @@ from infra.config import (
     ReleaseChannel,
     Stack,
 )
-from infra.disruption import resilience_for
+from infra.disruption import Resilience, resilience_for
 from infra.fits import PodFit, check_fits, stack_pods
-from infra.manifests import check_sizes, model_objects
+from infra.manifests import check_sizes, compile_for, model_objects
 from serving import catalog
 from serving.catalog import MachineType
-from serving.compiler import worker_shapes
+from serving.compiler import CompiledModel
 from serving.errors import FixableValueError, ProfileValidationError, ServestackError
 from serving.exposure import SMALLEST_AUTHORIZED_PREFIX, too_wide
 from serving.loading import display_path, validate
-from serving.planner import plan
+from serving.planner import Plan, plan
 from serving.scheduling import NODE_SURGE, gpu_node_selector
 from serving.spec import ModelSpec
 
@@ -394,6 +394,12 @@ class PlatformPlan(_Frozen):
     pods: tuple[PodFit, ...] = Field(
         default=(), description="Every kind of pod and the room a node of its pool has."
     )
+    models: dict[str, CompiledModel] = Field(
+        default_factory=dict,
+        exclude=True,
+        description="Each model planned and compiled once, by profile name, for the serving "
+        "plane and its dashboards.",
+    )
 
 
 @dataclass
@@ -420,9 +426,10 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
     prefix = f"{NAMESPACE}:"
     project = _required(stack.gcp.project, source, "gcp:project", "your GCP project id")
     region = _required(stack.gcp.region, source, "gcp:region", "a region, e.g. us-central1")
-    demands = _gpu_demands(stack, judge_layouts)
-    for model, spec in stack.profiles.items():
-        check_sizes(stack_objects(stack, spec), display_path(stack.profile_path(model)))
+    models = compile_stack(stack)
+    demands = _gpu_demands(stack, models, judge_layouts)
+    for profile, model in models.items():
+        check_sizes(stack_objects(stack, model), display_path(stack.profile_path(profile)))
     network = validate(
         NetworkSpec,
         {"region": region} | config.model_dump(
@@ -467,7 +474,7 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
         )
         for machine_type, demand in demands.items()
     )
-    pods = stack_pods(stack, system_pool.machine_type)
+    pods = stack_pods(stack, models, system_pool.machine_type)
     if judge_layouts:
         # The preview registers a pod that cannot fit, for the policy pack to name.
         check_fits(stack, pods, system_pool.max_nodes)
@@ -479,25 +486,47 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
         system_pool=system_pool,
         gpu_pools=gpu_pools,
         pods=tuple(pods),
+        models=models,
     )
 
 
-def stack_objects(stack: Stack, spec: ModelSpec) -> list[dict[str, Any]]:
+def stack_resilience(stack: Stack) -> Resilience:
+    """The notice, drains and caches of the stack's nodes (without the GCS store's address,
+    which only the Pulumi program knows)."""
+    config = stack.config
+    return resilience_for(
+        config.gpu_pools,
+        stream_timeout_s=config.stream_timeout_s,
+        weights_cache=config.weights_cache,
+    )
+
+
+def compile_model(stack: Stack, spec: ModelSpec, model_plan: Plan) -> CompiledModel:
+    """One planned model of the stack, compiled for the stack's nodes."""
+    return compile_for(spec, model_plan, stack_resilience(stack))
+
+
+def compile_stack(stack: Stack) -> dict[str, CompiledModel]:
+    """Every model of the stack planned once (at the stack's prices) and compiled once."""
+    return {
+        profile: compile_model(stack, spec, plan(spec, stack.config.prices))
+        for profile, spec in stack.profiles.items()
+    }
+
+
+def stack_objects(stack: Stack, model: CompiledModel) -> list[dict[str, Any]]:
     """One model's Kubernetes objects as this stack registers them."""
     config = stack.config
+    spec = model.spec
     return model_objects(
-        spec,
+        model,
         image=config.ray_image,
         host=config.edge_host,
         requests_per_second=config.edge_rate_limit_rps,
         stream_timeout_s=config.stream_timeout_s,
         with_hf_token="hf_token" in stack.secrets and not spec.source.startswith("gs://"),
         token_generation=config.ray_token_generation,
-        resilience=resilience_for(
-            config.gpu_pools,
-            stream_timeout_s=config.stream_timeout_s,
-            weights_cache=config.weights_cache,
-        ),
+        resilience=stack_resilience(stack),
     )
 
 
@@ -521,13 +550,15 @@ def _required(value: str | None, source: str, key: str, what: str) -> str:
     return value
 
 
-def _gpu_demands(stack: Stack, judge_layouts: bool = True) -> dict[str, _Demand]:
+def _gpu_demands(
+    stack: Stack, models: dict[str, CompiledModel], judge_layouts: bool = True
+) -> dict[str, _Demand]:
     """Nodes per machine type over every model's replica groups; a plan that cannot work, or a
     tensor-parallel group wider than its pool's nodes, stops the platform here."""
     problems: list[ServestackError] = []
     demands: dict[str, _Demand] = {}
-    for model, spec in stack.profiles.items():
-        model_plan = plan(spec, stack.config.prices)
+    for model, compiled in models.items():
+        model_plan = compiled.plan
         where = display_path(stack.profile_path(model))
         look = f"`servestack plan {stack.name} --model {model}` shows a layout that fits"
         too_wide = False
@@ -553,7 +584,7 @@ def _gpu_demands(stack: Stack, judge_layouts: bool = True) -> dict[str, _Demand]
                 demand.models.append(model)
         # The pool holds what the model's RayService worker groups may scale to (one pod per
         # node), so the two can never disagree.
-        for shape in worker_shapes(spec):
+        for shape in compiled.worker_shapes:
             demand = demands[shape.machine_type]
             demand.min_nodes += shape.min_replicas
             demand.max_nodes += shape.max_replicas

@@ -13,11 +13,10 @@ from infra.config import Stack
 from infra.manifests import check_sizes
 from infra.platform import stack_objects
 from serving.catalog import GIB
-from serving.compiler import cluster_env, worker_shapes
+from serving.compiler import CompiledModel
 from serving.errors import ServestackError
 from serving.loading import display_path
 from serving.ray_release import RAY_FLOOR
-from serving.spec import ModelSpec
 
 SERVE_CONFIG_FILE = "serve-config.yaml"
 CLUSTER_ENV_FILE = "cluster.env"
@@ -37,7 +36,7 @@ def _yaml(document: Any) -> str:
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=100)
 
 
-def workers_document(spec: ModelSpec) -> list[dict[str, Any]]:
+def workers_document(model: CompiledModel) -> list[dict[str, Any]]:
     """The worker shapes with sizes spelled as Kubernetes quantities."""
     return [
         {
@@ -55,7 +54,7 @@ def workers_document(spec: ModelSpec) -> list[dict[str, Any]]:
             "nodes_per_replica": shape.nodes_per_replica,
             "replicas": {"min": shape.min_replicas, "max": shape.max_replicas},
         }
-        for shape in worker_shapes(spec)
+        for shape in model.worker_shapes
     ]
 
 
@@ -71,18 +70,19 @@ def check_out_dir(out_dir: Path) -> None:
             )  # fmt: skip
 
 
-def model_objects(spec: ModelSpec, profile: str, stack: Stack) -> list[dict[str, Any]]:
+def model_objects(model: CompiledModel, profile: str, stack: Stack) -> list[dict[str, Any]]:
     """One model's Kubernetes objects as `pulumi up` registers them, checked against the size
     limits of the Kubernetes API before anything is written."""
-    objects = stack_objects(stack, spec)
+    objects = stack_objects(stack, model)
     check_sizes(objects, display_path(stack.profile_path(profile)))
     return objects
 
 
-def render_model(spec: ModelSpec, profile: str, stack: Stack, out_dir: Path) -> list[Path]:
+def render_model(model: CompiledModel, profile: str, stack: Stack, out_dir: Path) -> list[Path]:
     """Write one model's Serve config, cluster environment, worker shapes, RayService and edge
     route; return the paths."""
-    service, ingress = model_objects(spec, profile, stack)[:2]
+    spec = model.spec
+    service, ingress = model_objects(model, profile, stack)[:2]
     folder = out_dir / spec.name
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -104,11 +104,11 @@ def render_model(spec: ModelSpec, profile: str, stack: Stack, out_dir: Path) -> 
         ),
         CLUSTER_ENV_FILE: (
             f"# Environment of the Ray head and every worker for {spec.name}.\n{origin}"
-            + "".join(f"{name}={value}\n" for name, value in cluster_env(spec).items())
+            + "".join(f"{name}={value}\n" for name, value in model.cluster_env.items())
         ),
         WORKERS_FILE: (
             f"# GPU worker pods for {spec.name}: one pod takes one node.\n{origin}"
-            + _yaml(workers_document(spec))
+            + _yaml(workers_document(model))
         ),
         RAYSERVICE_FILE: (
             f"# The RayService `pulumi up` registers for {spec.name}.\n{origin}" + _yaml(service)

@@ -65,10 +65,11 @@ def autoscaling_table() -> str:
 def dashboard_panels() -> str:
     from infra.config import load_stack
     from infra.monitoring import model_panels, stack_panels
+    from infra.platform import compile_stack
 
-    (spec, *_) = load_stack("dev", ROOT).profiles.values()
+    (model, *_) = compile_stack(load_stack("dev", ROOT)).values()
     rows = ["| group | panel | queries (legend) |", "| --- | --- | --- |"]
-    rows += [f"| per model | {p.title} | {', '.join(p.queries)} |" for p in model_panels(spec)]
+    rows += [f"| per model | {p.title} | {', '.join(p.queries)} |" for p in model_panels(model)]
     rows += [f"| stack | {p.title} | {', '.join(p.queries)} |" for p in stack_panels()]
     return "\n".join(rows)
 
@@ -78,8 +79,8 @@ def alerts_table() -> str:
     from infra.monitoring import alert_rules, gpu_node_minimums
     from infra.platform import plan_platform
 
-    stack = load_stack("dev", ROOT)
-    rules = alert_rules(stack.profiles.values(), gpu_node_minimums(plan_platform(stack).gpu_pools))
+    platform = plan_platform(load_stack("dev", ROOT))
+    rules = alert_rules(platform.models.values(), gpu_node_minimums(platform.gpu_pools))
     rows = ["| alert (dev stack) | for | severity | runbook |", "| --- | --- | --- | --- |"]
     rows += [f"| {r.title} | {r.for_s // 60} min | {r.severity} | {r.runbook} |" for r in rules]
     return "\n".join(rows)

@@ -23,7 +23,8 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from serving.planner import GroupPlan, Role, plan, weight_bytes, weight_bytes_per_gpu
+from serving.planner import GroupPlan, Plan, plan, weight_bytes, weight_bytes_per_gpu
+from serving.replicas import Role, replica_group
 from serving.spec import Autoscaling, ModelSpec
 
 GB = 1e9
@@ -118,12 +119,9 @@ def derive(spec: ModelSpec, role: Role, group: GroupPlan, asked: Autoscaling) ->
     )
 
 
-def autoscaling(spec: ModelSpec, role: Role = "server") -> AutoscalingChoice:
-    """The knobs for one role of a spec (server, or the prefill or decode side)."""
-    asked = spec.autoscaling
-    if spec.disaggregation is not None and role != "server":
-        asked = getattr(spec.disaggregation, role).autoscaling
-    return derive(spec, role, plan(spec).group(role), asked)
+def autoscaling(spec: ModelSpec, model_plan: Plan, role: Role = "server") -> AutoscalingChoice:
+    """The knobs for one role of a spec (server, or the prefill or decode side), from its plan."""
+    return derive(spec, role, model_plan.group(role), replica_group(spec, role).autoscaling)
 
 
 def knobs_table(specs: list[ModelSpec]) -> str:
@@ -134,8 +132,9 @@ def knobs_table(specs: list[ModelSpec]) -> str:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for spec in specs:
-        for group in plan(spec).groups:
-            choice = autoscaling(spec, group.role)
+        model_plan = plan(spec)
+        for group in model_plan.groups:
+            choice = autoscaling(spec, model_plan, group.role)
             batch = "—" if group.role == "prefill" else str(group.estimates.decode_batch)
             rows.append(
                 f"| {spec.name} / {group.role} | {batch} "

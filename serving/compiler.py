@@ -1,13 +1,14 @@
-"""The compiler: one model spec into what Ray Serve LLM 2.56 and KubeRay run.
+"""The compiler: one planned model spec into what Ray Serve LLM 2.56 and KubeRay run.
 
-- `serve_config(spec)`: the `serveConfigV2` document, one application built by one of Ray's public
+`compile(spec, plan)` returns a `CompiledModel`, the one object every later stage reads:
+- `serve_config`: the `serveConfigV2` document, one application built by one of Ray's public
   builders; the only code of ours the cluster runs is servestack's request router, where the
   profile names it (`serving.routers`);
-- `cluster_env(spec)`: the fast-path variables for the Ray head and every worker container;
-- `worker_shapes(spec)`: the GPU worker pods one model needs, per machine type.
+- `cluster_env`: the fast-path variables for the Ray head and every worker container;
+- `worker_shapes`: the GPU worker pods one model needs, per machine type.
 
-Everything here is derived from the spec and its plan; infra turns it into Kubernetes objects and
-policies judge those objects with the same functions.
+Machine, placement and replica groups come from the plan, never worked out again; infra turns
+the result into Kubernetes objects and policies judge those objects with the planner's rules.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from serving import catalog
 from serving.autoscaling import autoscaling
 from serving.catalog import GIB
 from serving.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
-from serving.planner import GroupPlan, Role, choose_machine, nodes_for, plan
+from serving.planner import GroupPlan, Plan, nodes_for
+from serving.replicas import Role
 from serving.routers import BODY_AWARE_ROUTERS, RAY_DEFAULT_ROUTER_CLASS, ROUTER_CLASSES, ROUTERS
 from serving.spec import ModelSpec, Parallelism
 
@@ -105,14 +107,14 @@ def model_source(spec: ModelSpec) -> str:
     return f"{MODEL_MOUNT_ROOT}/{bucket}/{prefix}".rstrip("/")
 
 
-def placement_strategy(spec: ModelSpec, layout: Parallelism) -> str:
+def placement_strategy(spec: ModelSpec, group: GroupPlan) -> str:
     """STRICT_PACK keeps a replica's tensor-parallel ranks on one node, where NVLink joins them;
     Ray's default (PACK since ray#56980) would let them spill across nodes without a word. Only
     pipeline stages that cannot share a node get PACK."""
     if spec.placement != "auto":
         return spec.placement
-    machine = choose_machine(spec, layout.gpus_per_replica)
-    return "STRICT_PACK" if layout.model_parallel_size <= machine.gpus_per_node else "PACK"
+    inside = group.parallelism.model_parallel_size <= group.placement.gpus_per_node
+    return "STRICT_PACK" if inside else "PACK"
 
 
 def engine_kwargs(spec: ModelSpec, layout: Parallelism, role: Role) -> dict[str, Any]:
@@ -153,15 +155,13 @@ def engine_kwargs(spec: ModelSpec, layout: Parallelism, role: Role) -> dict[str,
 
 
 def deployment_config(
-    spec: ModelSpec, role: Role, *, graceful_shutdown_s: int | None = None
+    spec: ModelSpec, model_plan: Plan, role: Role, *, graceful_shutdown_s: int | None = None
 ) -> dict[str, Any]:
     """Serve's options for one deployment. `graceful_shutdown_s` is how long a stopping replica
     may finish its requests: the platform knows it (the notice its nodes give); unset, Ray's
     default (20 s)."""
-    bounds = spec.autoscaling
-    if spec.disaggregation is not None and role != "server":
-        bounds = getattr(spec.disaggregation, role).autoscaling
-    knobs = autoscaling(spec, role)
+    bounds = model_plan.group(role).placement
+    knobs = autoscaling(spec, model_plan, role)
     config: dict[str, Any] = {
         # For DP deployments Ray counts DP groups here and multiplies by data_parallel_size.
         "autoscaling_config": {
@@ -194,19 +194,22 @@ def deployment_config(
 
 
 def llm_config(
-    spec: ModelSpec, role: Role = "server", *, graceful_shutdown_s: int | None = None
+    spec: ModelSpec, model_plan: Plan, role: Role, *, graceful_shutdown_s: int | None = None
 ) -> dict[str, Any]:
     """One LLMConfig, as the keyword arguments of Ray's `LLMConfig` model."""
-    layout = _layout(spec, role)
+    group = model_plan.group(role)
+    shutdown = graceful_shutdown_s
     config: dict[str, Any] = {
         "model_loading_config": {"model_id": spec.name, "model_source": model_source(spec)},
         "accelerator_type": spec.gpu.ray_accelerator_type,
-        "engine_kwargs": engine_kwargs(spec, layout, role),
+        "engine_kwargs": engine_kwargs(spec, group.parallelism, role),
         "placement_group_config": {
             "bundle_per_worker": {"CPU": CPUS_PER_GPU_WORKER, "GPU": 1},
-            "strategy": placement_strategy(spec, layout),
+            "strategy": placement_strategy(spec, group),
         },
-        "deployment_config": deployment_config(spec, role, graceful_shutdown_s=graceful_shutdown_s),
+        "deployment_config": deployment_config(
+            spec, model_plan, role, graceful_shutdown_s=shutdown
+        ),
         # vLLM's own metrics (TTFT, inter-token latency, queue, KV cache, prefix-cache hits)
         # through Ray's metrics export, which the cluster scrapes. On by default in Ray 2.56.1;
         # said here so that a Ray whose default changes cannot silently blind the dashboard.
@@ -220,26 +223,23 @@ def llm_config(
     return config
 
 
-def _layout(spec: ModelSpec, role: Role) -> Parallelism:
-    if role == "server" or spec.disaggregation is None:
-        return spec.parallelism
-    return getattr(spec.disaggregation, role).parallelism or spec.parallelism
-
-
-def application(spec: ModelSpec, *, graceful_shutdown_s: int | None = None) -> dict[str, Any]:
+def application(
+    spec: ModelSpec, model_plan: Plan, *, graceful_shutdown_s: int | None = None
+) -> dict[str, Any]:
     """One Serve application: direct streaming serves exactly one model per application."""
     import_path = builder(spec)
     shutdown = graceful_shutdown_s
+    configs = {
+        group.role: llm_config(spec, model_plan, group.role, graceful_shutdown_s=shutdown)
+        for group in model_plan.groups
+    }
     args: dict[str, Any]
     if import_path == BUILD_PD_OPENAI_APP:
-        args = {
-            "prefill_config": llm_config(spec, "prefill", graceful_shutdown_s=shutdown),
-            "decode_config": llm_config(spec, "decode", graceful_shutdown_s=shutdown),
-        }
+        args = {"prefill_config": configs["prefill"], "decode_config": configs["decode"]}
     elif import_path == BUILD_DP_OPENAI_APP:
-        args = {"llm_config": llm_config(spec, graceful_shutdown_s=shutdown)}
+        args = {"llm_config": configs["server"]}
     else:
-        args = {"llm_configs": [llm_config(spec, graceful_shutdown_s=shutdown)]}
+        args = {"llm_configs": [configs["server"]]}
     return {"name": spec.name, "route_prefix": "/", "import_path": import_path, "args": args}
 
 
@@ -256,10 +256,14 @@ def llm_configs_of(args: Mapping[str, Any]) -> list[tuple[Role, dict[str, Any]]]
     return found
 
 
-def serve_config(spec: ModelSpec, *, graceful_shutdown_s: int | None = None) -> dict[str, Any]:
+def serve_config(
+    spec: ModelSpec, model_plan: Plan, *, graceful_shutdown_s: int | None = None
+) -> dict[str, Any]:
     """The RayService's `serveConfigV2`: one model, one application (ray.serve.schema's
     ServeDeploySchema)."""
-    return {"applications": [application(spec, graceful_shutdown_s=graceful_shutdown_s)]}
+    return {
+        "applications": [application(spec, model_plan, graceful_shutdown_s=graceful_shutdown_s)]
+    }
 
 
 # --- the worker pods ------------------------------------------------------------------------
@@ -296,11 +300,11 @@ def allocatable(machine: catalog.MachineType) -> tuple[float, int]:
     return math.floor(capacity.cpus * 10) / 10, capacity.memory_bytes // GIB * GIB
 
 
-def worker_shapes(spec: ModelSpec) -> list[WorkerShape]:
+def worker_shapes(spec: ModelSpec, model_plan: Plan) -> list[WorkerShape]:
     """The worker groups a model needs: one per machine type its replica groups run on, sized
     from the plan (pods = nodes, since a pod takes its node)."""
     by_machine: dict[str, list[GroupPlan]] = {}
-    for group in plan(spec).groups:
+    for group in model_plan.groups:
         by_machine.setdefault(group.placement.machine_type, []).append(group)
     shapes = []
     for machine_name, groups in by_machine.items():
@@ -329,3 +333,48 @@ def worker_shapes(spec: ModelSpec) -> list[WorkerShape]:
             )
         )
     return shapes
+
+
+# --- the compiled model ---------------------------------------------------------------------
+
+
+class CompiledModel(BaseModel):
+    """What one planned spec compiles to: the stage every later one (manifests, render, the
+    Pulumi components, the local data plane) reads instead of planning or compiling again."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    spec: ModelSpec
+    plan: Plan
+    serve_config: dict[str, Any] = Field(description="The RayService's serveConfigV2.")
+    cluster_env: dict[str, str] = Field(description="Environment of the head and every worker.")
+    worker_shapes: list[WorkerShape]
+
+    @property
+    def application(self) -> dict[str, Any]:
+        """The one Serve application of `serve_config`."""
+        app: dict[str, Any] = self.serve_config["applications"][0]
+        return app
+
+    def llm_config(self, role: Role = "server") -> dict[str, Any]:
+        """The LLMConfig of one replica group."""
+        configs = llm_configs_of(self.application["args"])
+        return next(config for found, config in configs if found == role)
+
+    @property
+    def machine_types(self) -> list[str]:
+        """The machine types the worker pods run on."""
+        return [shape.machine_type for shape in self.worker_shapes]
+
+
+def compile(
+    spec: ModelSpec, model_plan: Plan, *, graceful_shutdown_s: int | None = None
+) -> CompiledModel:
+    """Compile a spec with its plan. `graceful_shutdown_s`: see `deployment_config`."""
+    return CompiledModel(
+        spec=spec,
+        plan=model_plan,
+        serve_config=serve_config(spec, model_plan, graceful_shutdown_s=graceful_shutdown_s),
+        cluster_env=cluster_env(spec),
+        worker_shapes=worker_shapes(spec, model_plan),
+    )

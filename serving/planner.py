@@ -27,6 +27,7 @@ from serving.memory import (
     weight_bytes,
     weight_bytes_per_gpu,
 )
+from serving.replicas import Role, replica_groups
 from serving.spec import Autoscaling, ModelSpec, Parallelism
 from serving.speed import (
     ALLTOALL_LATENCY_S,
@@ -66,7 +67,6 @@ __all__ = [
 MAX_PIPELINE_STAGES = 8  # beyond 8 nodes per replica, serve a smaller model
 
 Severity = Literal["error", "warning"]
-Role = Literal["server", "prefill", "decode"]
 
 
 class _Frozen(BaseModel):
@@ -168,9 +168,9 @@ def choose_machine(spec: ModelSpec, gpus_per_replica: int) -> MachineType:
     )
 
 
-def placement(spec: ModelSpec, layout: Parallelism, autoscaling: Autoscaling) -> Placement:
+def placement(machine: MachineType, layout: Parallelism, autoscaling: Autoscaling) -> Placement:
+    """Where a group's replicas land on nodes of the machine `choose_machine` picked for it."""
     gpus = layout.gpus_per_replica
-    machine = choose_machine(spec, gpus)
     nodes_per_replica = math.ceil(gpus / machine.gpus_per_node)
     replicas_per_node = machine.gpus_per_node // gpus if nodes_per_replica == 1 else 0
 
@@ -309,9 +309,9 @@ def verdicts(
 
     smallest = smallest_layout(spec, layout)
     per_node = gpus_per_node or _largest_node(spec)
-    machine = choose_machine(spec, layout.gpus_per_replica)
     use = f"use {_describe(smallest)}" if smallest else f"no layout on {gpu.key} nodes holds it"
     if layout.tensor > per_node:
+        machine = choose_machine(spec, layout.gpus_per_replica)
         say(
             "tp-crosses-node", "error",
             f"tensor={layout.tensor} needs {layout.tensor} GPUs on one node; {machine.name} has "
@@ -411,16 +411,6 @@ def verdicts(
 # --- the plan -----------------------------------------------------------------------------
 
 
-def _groups(spec: ModelSpec) -> list[tuple[Role, Parallelism, Autoscaling]]:
-    if spec.disaggregation is None:
-        return [("server", spec.parallelism, spec.autoscaling)]
-    pd = spec.disaggregation
-    return [
-        ("prefill", pd.prefill.parallelism or spec.parallelism, pd.prefill.autoscaling),
-        ("decode", pd.decode.parallelism or spec.parallelism, pd.decode.autoscaling),
-    ]
-
-
 def plan(
     spec: ModelSpec,
     prices: Mapping[str, float] | None = None,
@@ -429,18 +419,16 @@ def plan(
     """Plan a spec. `prices` overrides catalog prices per machine type (USD per node-hour)."""
     groups: list[GroupPlan] = []
     found: list[Verdict] = []
-    for role, layout, autoscaling in _groups(spec):
+    for group in replica_groups(spec):
+        role, layout = group.role, group.parallelism
         mem = memory(spec, layout)
-        where = placement(spec, layout, autoscaling)
+        machine = choose_machine(spec, layout.gpus_per_replica)
+        where = placement(machine, layout, group.autoscaling)
         # Throughput at the largest batch within the profile's inter-token target, unless the
         # caller asks about another target (the recommender's).
         target_s = spec.latency.itl_ms / 1e3 if itl_target_s is None else itl_target_s
-        est = estimates(
-            spec, choose_machine(spec, layout.gpus_per_replica), role, layout, mem, target_s
-        )
-        node_price = (prices or {}).get(
-            where.machine_type, catalog.MACHINE_TYPES[where.machine_type].price_per_hour_usd
-        )
+        est = estimates(spec, machine, role, layout, mem, target_s)
+        node_price = (prices or {}).get(machine.name, machine.price_per_hour_usd)
         replica_price = (
             node_price / where.replicas_per_node
             if where.replicas_per_node

@@ -3,6 +3,7 @@ preview` would, without running the whole program."""
 
 from __future__ import annotations
 
+from compiled_support import deployable
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
 
 from infra.manifests import rayservice
@@ -17,7 +18,7 @@ RESOURCE_POLICIES = [p for p in TOPOLOGY_POLICIES if isinstance(p, ResourceValid
 
 def pack_refusals(spec: ModelSpec) -> list[str]:
     """The pack's mandatory topology verdicts on the RayService the spec compiles to."""
-    manifest = rayservice(spec, DEFAULT_RAY_IMAGE)
+    manifest = rayservice(deployable(spec), DEFAULT_RAY_IMAGE)
     resource = Registered(
         urn=f"urn:pulumi:test::servestack::{RAYSERVICE}::generated",
         type=RAYSERVICE, name="generated", parent="", custom=True, inputs=manifest,

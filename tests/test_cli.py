@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from cli_support import NARROW, copy_repo, edit_yaml, run
+from compiled_support import compile_spec, deployable
 
 from infra.config import load_stack
 from infra.disruption import resilience_for
@@ -26,7 +27,7 @@ from infra.manifests import rayservice
 from infra.render import workers_document
 from serving.accuracy import error_band
 from serving.catalog import MACHINE_TYPES
-from serving.compiler import builder, cluster_env
+from serving.compiler import builder
 from serving.planner import plan
 from serving.recommend import catalog_spec, recommend
 
@@ -613,15 +614,20 @@ def test_render_writes_each_models_serve_config_env_and_workers(repo: Path) -> N
     for spec in stack.profiles.values():
         folder = repo / "out" / spec.name
         manifest = rayservice(
-            spec, stack.config.ray_image, with_hf_token=False, resilience=resilience
+            deployable(spec, resilience),
+            stack.config.ray_image,
+            with_hf_token=False,
+            resilience=resilience,
         )
         # The serve config is the RayService's own (the compiled one, drains fitted to the pools).
         deployed = yaml.safe_load(manifest["spec"]["serveConfigV2"])
         assert yaml.safe_load((folder / "serve-config.yaml").read_text()) == deployed
         assert deployed["applications"][0]["import_path"] == builder(spec)
         env_lines = _without_comments((folder / "cluster.env").read_text()).splitlines()
-        assert env_lines == [f"{k}={v}" for k, v in cluster_env(spec).items()]
-        assert yaml.safe_load((folder / "workers.yaml").read_text()) == workers_document(spec)
+        assert env_lines == [f"{k}={v}" for k, v in compile_spec(spec).cluster_env.items()]
+        assert yaml.safe_load((folder / "workers.yaml").read_text()) == workers_document(
+            deployable(spec, resilience)
+        )
         assert yaml.safe_load((folder / "rayservice.yaml").read_text()) == manifest
         assert f"wrote out/{spec.name}/serve-config.yaml" in result.stdout
 

@@ -26,7 +26,7 @@ from infra.monitoring import (
     resource_name_of,
 )
 from infra.platform import GpuPoolSpec
-from serving.spec import ModelSpec
+from serving.compiler import CompiledModel
 
 # Cloud Monitoring evaluates a PromQL condition this often.
 EVALUATION_INTERVAL = "60s"
@@ -37,7 +37,9 @@ class ObservabilityArgs(BaseModel):
 
     stack: str
     project: str
-    models: dict[str, ModelSpec] = Field(description="Profiles by name, as the stack lists them.")
+    models: dict[str, CompiledModel] = Field(
+        description="Compiled models by profile name, as the stack lists them."
+    )
     gpu_pools: tuple[GpuPoolSpec, ...]
     config: StackConfig
     provider: Any = Field(description="The cluster's Kubernetes provider.")
@@ -93,11 +95,11 @@ class Observability(pulumi.ComponentResource):
                 spec=monitoring["spec"],
                 opts=on_cluster,
             )
-        specs = list(args.models.values())
+        models = list(args.models.values())
         board = gcp.monitoring.Dashboard(
             f"{name}-dashboard",
             project=args.project,
-            dashboard_json=json.dumps(dashboard(args.stack, specs)),
+            dashboard_json=json.dumps(dashboard(args.stack, models)),
             opts=child,
         )
         channels: list[Any] = list(config.alert_channels)
@@ -118,7 +120,7 @@ class Observability(pulumi.ComponentResource):
                 **alert_policy_args(rule, channels),
                 opts=child,
             )
-            for rule in alert_rules(specs, gpu_node_minimums(args.gpu_pools))
+            for rule in alert_rules(models, gpu_node_minimums(args.gpu_pools))
         ]
         self.dashboard_id = board.id
         self.alert_policies = pulumi.Output.all(*(policy.name for policy in policies))

@@ -50,9 +50,8 @@ from infra.manifests import (
 )
 from infra.namespaces import EDGE_NAMESPACE, KUBERAY_NAMESPACE, SERVING_NAMESPACE
 from infra.ray_security import default_deny, model_network_policy
-from serving.compiler import gcs_weights
+from serving.compiler import CompiledModel, gcs_weights
 from serving.names import gcp_account_id
-from serving.spec import ModelSpec
 
 KUBERAY_CHART = "kuberay-operator"
 KUBERAY_CHART_VERSION = "1.7.0"
@@ -158,7 +157,7 @@ class EdgeIngress(pulumi.ComponentResource):
 
 
 class LlmServiceArgs(_Args):
-    spec: ModelSpec
+    model: CompiledModel = Field(description="The model's spec, plan and compiled application.")
     resilience: Resilience = Field(
         default_factory=Resilience, description="GCS store, notice and drains of the stack."
     )
@@ -191,7 +190,7 @@ class LlmService(pulumi.ComponentResource):
     ) -> None:
         super().__init__("servestack:serving:LlmService", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        spec = args.spec
+        spec = args.model.spec
         ksa_annotations: dict[str, Any] = {}
         weights = gcs_weights(spec)
         if weights is not None:
@@ -265,7 +264,7 @@ class LlmService(pulumi.ComponentResource):
                 )
             )
         manifest = rayservice(
-            spec,
+            args.model,
             args.image,
             with_hf_token=with_token,
             token_generation=args.token_generation,
@@ -310,7 +309,9 @@ class LlmService(pulumi.ComponentResource):
 
 
 class ServingPlaneArgs(_Args):
-    models: dict[str, ModelSpec] = Field(description="Profiles by name, as the stack lists them.")
+    models: dict[str, CompiledModel] = Field(
+        description="Compiled models by profile name, as the stack lists them."
+    )
     resilience: Resilience
     gcs_auth: Any = Field(description="pulumi.Output[str], secret: the GCS Redis AUTH string.")
     gcs_ca_certificate: Any = Field(description="pulumi.Output[str]: Memorystore's server CA.")
@@ -394,7 +395,7 @@ class ServingPlane(pulumi.ComponentResource):
             model: LlmService(
                 f"{name}-{model}",
                 LlmServiceArgs(
-                    spec=spec,
+                    model=compiled,
                     project=args.project,
                     image=config.ray_image,
                     host=config.edge_host,
@@ -410,7 +411,7 @@ class ServingPlane(pulumi.ComponentResource):
                 ),
                 after,
             )
-            for model, spec in args.models.items()
+            for model, compiled in args.models.items()
         }
         self.rayservices = pulumi.Output.all(
             **{model: service.rayservice_name for model, service in services.items()}

@@ -19,11 +19,12 @@ compiled, so what runs locally is what the cluster runs.
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any, Literal
 
-from serving.compiler import application, cluster_env, llm_configs_of
+from serving.compiler import CompiledModel, llm_configs_of
 from serving.local.simulation import SimulationSettings
 from serving.local.tiny_models import REPO, Family
 from serving.spec import ModelSpec
@@ -90,11 +91,11 @@ def _make_cpu_runnable(config: dict[str, Any]) -> None:
 
 
 def local_application(
-    spec: ModelSpec, engine: Engine = "simulated", model: Path | None = None
+    compiled: CompiledModel, engine: Engine = "simulated", model: Path | None = None
 ) -> dict[str, Any]:
-    """`serving.compiler.application(spec)` with each LLMConfig made CPU-runnable; for the real
+    """The compiled Serve application with each LLMConfig made CPU-runnable; for the real
     engine, `model` (the tiny model's directory) is what vLLM loads."""
-    app = application(spec)
+    app = copy.deepcopy(compiled.application)
     for _, config in llm_configs_of(app["args"]):
         _make_cpu_runnable(config)
         if engine == "vllm":
@@ -121,12 +122,12 @@ def omp_binding(workers: int, cpus: list[int] | None = None) -> str:
     return "|".join(",".join(str(cpu) for cpu in group) for group in groups)
 
 
-def engine_workers(spec: ModelSpec) -> int:
-    """The most ranks (TP × PP) one engine of the spec's application runs."""
+def engine_workers(compiled: CompiledModel) -> int:
+    """The most ranks (TP × PP) one engine of the compiled application runs."""
     return max(
         int(config["engine_kwargs"].get("tensor_parallel_size", 1))
         * int(config["engine_kwargs"].get("pipeline_parallel_size", 1))
-        for _, config in llm_configs_of(application(spec)["args"])
+        for _, config in llm_configs_of(compiled.application["args"])
     )
 
 
@@ -146,31 +147,31 @@ def vllm_env(workers: int = 1) -> dict[str, str]:
 
 
 def local_env(
-    spec: ModelSpec,
+    compiled: CompiledModel,
     settings: SimulationSettings | None,
     *,
     engine: Engine = "simulated",
     haproxy_maxconn: int = LOCAL_HAPROXY_MAXCONN,
 ) -> dict[str, str]:
-    """`serving.compiler.cluster_env(spec)` plus what a local run needs. Ray reads all of it
+    """The compiled cluster environment plus what a local run needs. Ray reads all of it
     when its processes start: set it before the local Ray starts, never after."""
-    env = cluster_env(spec)
+    env = dict(compiled.cluster_env)
     env |= {
         "RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY": "1",
         "RAY_SERVE_HAPROXY_MAXCONN": str(haproxy_maxconn),
     }
     if engine == "vllm":
-        return env | vllm_env(engine_workers(spec))
+        return env | vllm_env(engine_workers(compiled))
     if settings is None:
         raise ValueError("the simulated engine needs its settings")
     return env | {ENGINE_CLASS_ENV: ENGINE_CLASS} | settings.to_env()
 
 
-def cpus_needed(spec: ModelSpec) -> int:
+def cpus_needed(compiled: CompiledModel) -> int:
     """Logical CPUs the local Ray must advertise for the application at max replicas: each
     replica's actor (1) plus its engine workers' bundles, and the ingress or router (1)."""
     total = 1
-    for _, config in llm_configs_of(application(spec)["args"]):
+    for _, config in llm_configs_of(compiled.application["args"]):
         workers = config["engine_kwargs"].get("tensor_parallel_size", 1) * config[
             "engine_kwargs"
         ].get("pipeline_parallel_size", 1)

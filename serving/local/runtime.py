@@ -27,12 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from serving.compiler import CompiledModel, compile
 from serving.local import cleanup
 from serving.local.app import Engine, cpus_needed, local_application, local_env, tiny_family
 from serving.local.observed import ObservedRun, registered
 from serving.local.progress import STATE_PREFIX, replica_summary
 from serving.local.simulation import SimulationSettings
 from serving.local.tiny_models import tiny_model
+from serving.planner import plan
 from serving.spec import ModelSpec
 
 READY_PREFIX = "SERVESTACK_LOCAL_READY "
@@ -65,14 +67,14 @@ def free_port() -> int:
 
 
 def run_env(
-    spec: ModelSpec,
+    compiled: CompiledModel,
     settings: SimulationSettings | None,
     run_dir: Path,
     engine: Engine = "simulated",
 ) -> dict[str, str]:
     """The local env plus this run's own ports and HAProxy files, so that two local runs on one
     machine (another engineer's tests) never share a port or a socket."""
-    env = local_env(spec, settings, engine=engine)
+    env = local_env(compiled, settings, engine=engine)
     env |= {
         "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(free_port()),
         "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
@@ -103,11 +105,12 @@ def local_serve(
     (starting Ray, the replicas' states, stopping)."""
     say = on_state or (lambda text: None)
     model = tiny_model(tiny_family(spec)) if engine == "vllm" else None
-    application = local_application(spec, engine, model)
+    compiled = compile(spec, plan(spec))
+    application = local_application(compiled, engine, model)
     # HAProxy refuses a socket path over 97 characters and Ray adds a 56-character directory.
     with tempfile.TemporaryDirectory(prefix="ss-", dir="/tmp") as run_dir:
         run = cleanup.RunCensus()
-        env = run_env(spec, settings, Path(run_dir), engine) | run.environment
+        env = run_env(compiled, settings, Path(run_dir), engine) | run.environment
         saved = {key: os.environ.get(key) for key in env}
         os.environ.update(env)
         try:
@@ -122,7 +125,7 @@ def local_serve(
                     ray.init(
                         address="local",
                         _metrics_export_port=metrics_port,
-                        num_cpus=cpus_needed(spec),
+                        num_cpus=cpus_needed(compiled),
                         num_gpus=0,
                         object_store_memory=OBJECT_STORE_BYTES,
                         include_dashboard=False,

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from serving.compiler import application, llm_configs_of
+from serving.compiler import compile, llm_configs_of
 from serving.local import cleanup
 from serving.local.app import engine_workers, tiny_family, vllm_engine_kwargs, vllm_env
 from serving.local.bench import (
@@ -35,6 +35,7 @@ from serving.local.bench import (
 from serving.local.prefix_bench import precise_variant, router_ratios
 from serving.local.runtime import CODE_ROOT, free_port
 from serving.local.tiny_models import tiny_model
+from serving.planner import plan
 from serving.spec import ModelSpec
 
 BARE = "bare-vllm"
@@ -112,7 +113,7 @@ def cli_args(kwargs: Mapping[str, Any]) -> list[str]:
 def bare_command(spec: ModelSpec, model: Path, port: int) -> list[str]:
     """The bare server: the compiled engine arguments of the spec's (only) LLMConfig, changed for
     the CPU build exactly as the Serve application's are."""
-    configs = llm_configs_of(application(spec)["args"])
+    configs = llm_configs_of(compile(spec, plan(spec)).application["args"])
     if len(configs) != 1:
         raise ValueError("a bare vLLM server serves one LLMConfig; this spec compiles to several")
     kwargs = vllm_engine_kwargs(configs[0][1]["engine_kwargs"])
@@ -130,7 +131,8 @@ def running_bare_vllm(
     port = free_port()
     command = bare_command(spec, tiny_model(tiny_family(spec)), port)
     run = cleanup.RunCensus()
-    env = os.environ | vllm_env(engine_workers(spec)) | {"PYTHONPATH": str(CODE_ROOT)}
+    workers = engine_workers(compile(spec, plan(spec)))
+    env = os.environ | vllm_env(workers) | {"PYTHONPATH": str(CODE_ROOT)}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
         process = subprocess.Popen(

@@ -14,12 +14,12 @@ from typing import Any, TypeVar
 
 import pulumi
 import yaml
+from compiled_support import compile_spec
 from pulumi.runtime import settings
 from pulumi.runtime.sync_await import _sync_await
 
 from infra.config import load_stack
 from infra.preview import ProgramMocks, ensure_event_loop
-from serving.compiler import worker_shapes
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "servestack"
@@ -110,7 +110,7 @@ def planned_pools(root: Path, stack: str) -> dict[str, tuple[int, int, bool]]:
     totals: dict[str, tuple[int, int, bool]] = {}
     upgrade_room: dict[str, int] = {}
     for spec in load_stack(stack, root).profiles.values():
-        for shape in worker_shapes(spec):
+        for shape in compile_spec(spec).worker_shapes:
             low, high, spans = totals.get(shape.machine_type, (0, 0, False))
             totals[shape.machine_type] = (
                 low + shape.min_replicas,

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from cli_support import run as run_cli
+from compiled_support import deployable
 from infra_support import (
     REPO,
     TEST_REDIS_AUTH,
@@ -282,9 +283,9 @@ class TestWeightsCache:
         from infra.disruption import Resilience
 
         spec = load_stack("dev", REPO).profiles["llama-3.1-8b"]
-        by_pod = rayservice(spec, "rayproject/ray-llm:2.56.1-py311-cu128")
+        by_pod = rayservice(deployable(spec), "rayproject/ray-llm:2.56.1-py311-cu128")
         by_node = rayservice(
-            spec,
+            deployable(spec, Resilience(weights_cache="node")),
             "rayproject/ray-llm:2.56.1-py311-cu128",
             resilience=Resilience(weights_cache="node"),
         )

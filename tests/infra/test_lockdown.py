@@ -10,6 +10,7 @@ import importlib
 from typing import Any
 
 import pytest
+from compiled_support import deployable
 from infra_support import REPO, RecordingMocks, Registered, pulumi_config, run, use_stack
 from pulumi_policy.deserialize import deserialize_properties
 
@@ -165,7 +166,7 @@ def test_workload_identity_binds_the_weights_reader_to_the_workers(mocks: Record
         lambda: LlmService(
             "llm",
             LlmServiceArgs(
-                spec=spec, project="p", image="rayproject/ray-llm:2.56.1-py311-cu128",
+                model=deployable(spec), project="p", image="rayproject/ray-llm:2.56.1-py311-cu128",
                 host=None, requests_per_second=20, stream_timeout_s=600,
                 operator_namespace="kuberay-system", cluster_ranges=[],
             ),

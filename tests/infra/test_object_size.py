@@ -12,7 +12,7 @@ import yaml
 from cli_support import copy_repo, edit_yaml
 
 from infra.config import Stack, load_stack
-from infra.platform import plan_platform
+from infra.platform import compile_stack, plan_platform
 from infra.preview import record
 from infra.render import render_model
 from serving.errors import ServestackError
@@ -42,7 +42,7 @@ def test_an_oversized_rayservice_stops_the_platform_plan_naming_the_profile() ->
 def test_an_oversized_model_renders_nothing(tmp_path: Path) -> None:
     stack, model = _oversized_dev_stack()
     with pytest.raises(ServestackError):
-        render_model(stack.profiles[model], model, stack, tmp_path)
+        render_model(compile_stack(stack)[model], model, stack, tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from compiled_support import compile_spec
 from infra_support import REPO, RecordingMocks, pulumi_config, run, use_stack
 from test_serving import _strict, with_defaults
 
@@ -31,7 +32,7 @@ from infra.monitoring import (
     pod_monitorings,
     queries,
 )
-from infra.platform import plan_platform
+from infra.platform import compile_stack, plan_platform
 from serving.metrics import known_series, metric_names
 
 CRDS = Path(__file__).parent / "crds"
@@ -263,13 +264,13 @@ def test_the_ttft_alert_fires_above_the_profiles_target() -> None:
     (spec,) = stack.profiles.values()
     tight = spec.model_copy(update={"latency": spec.latency.model_copy(update={"ttft_ms": 750})})
     for profile, seconds in ((spec, spec.latency.ttft_ms / 1e3), (tight, 0.75)):
-        (rule,) = [r for r in alert_rules([profile], {}) if r.name.endswith("-ttft")]
+        (rule,) = [r for r in alert_rules([compile_spec(profile)], {}) if r.name.endswith("-ttft")]
         assert rule.query.endswith(f"> {seconds:g}")
 
 
 def test_the_replicas_panel_draws_the_planned_maximum() -> None:
     spec = load_stack("prod", REPO).profiles["qwen3-30b-a3b"]
-    (panel,) = [p for p in model_panels(spec) if p.title.startswith("Replicas")]
+    (panel,) = [p for p in model_panels(compile_spec(spec)) if p.title.startswith("Replicas")]
     # DP=8 ranks per group, each a Serve replica, at the profile's max_replicas groups.
     assert panel.threshold == spec.autoscaling.max_replicas * spec.parallelism.data
 
@@ -280,7 +281,7 @@ class TestEveryQueryNamesAnExportedMetric:
         loaded = load_stack(stack, REPO)
         minimums = gpu_node_minimums(plan_platform(loaded).gpu_pools)
         known = known_series()
-        for query in queries(list(loaded.profiles.values()), minimums):
+        for query in queries(list(compile_stack(loaded).values()), minimums):
             names = metric_names(query)
             assert names, query
             assert names <= set(known), f"{query} names {sorted(names - set(known))}"
@@ -300,6 +301,6 @@ class TestEveryQueryNamesAnExportedMetric:
 def test_no_query_reaches_for_a_label_vllm_does_not_set() -> None:
     """Engine queries filter on vLLM's own labels, which the local engine sets too."""
     stack = load_stack("dev", REPO)
-    for query in queries(list(stack.profiles.values()), {}):
+    for query in queries(list(compile_stack(stack).values()), {}):
         for name, matcher in re.findall(r"(ray_vllm_\w+)\{([^}]*)\}", query):
             assert matcher.startswith("model_name="), (name, matcher)

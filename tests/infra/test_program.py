@@ -13,6 +13,7 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
+from compiled_support import compile_spec
 from infra_support import (
     REPO,
     RecordingMocks,
@@ -29,7 +30,6 @@ from infra.components.identity import NODE_ROLES
 from infra.config import load_stack
 from infra.manifests import resource_name, ships_router
 from serving import catalog
-from serving.compiler import worker_shapes
 from serving.scheduling import MACHINE_TYPE_LABEL
 
 STACKS = ["dev", "prod"]
@@ -92,7 +92,7 @@ class TestShippedStacks:
             "kubernetes:core/v1:Secret": 2 + from_huggingface,
             # A budget for each model's head and each worker group with a minimum above zero.
             "kubernetes:policy/v1:PodDisruptionBudget": sum(
-                1 + sum(1 for shape in worker_shapes(spec) if shape.min_replicas > 0)
+                1 + sum(1 for shape in compile_spec(spec).worker_shapes if shape.min_replicas > 0)
                 for spec in models
             ),
             # Per model the head's account (KubeRay's autoscaler) and the workers' own.

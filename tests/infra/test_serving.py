@@ -22,6 +22,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from compiled_support import compile_spec, deployable
 from infra_support import (
     REPO,
     SECRET_VALUES,
@@ -36,7 +37,7 @@ from infra.config import load_stack
 from infra.disruption import Resilience, resilience_for
 from infra.edge import model_ingress
 from infra.manifests import rayservice, router_configmap
-from serving.compiler import cluster_env, llm_configs_of, serve_config, worker_shapes
+from serving.compiler import llm_configs_of
 from serving.loading import load_profile
 from serving.scheduling import MACHINE_TYPE_LABEL
 from serving.spec import ModelSpec, Router
@@ -104,7 +105,7 @@ def shipped(request: pytest.FixtureRequest) -> ModelSpec:
 
 class TestRayServiceSchema:
     def test_every_shipped_profile_renders_a_valid_rayservice(self, shipped: ModelSpec) -> None:
-        stored = validate_rayservice(rayservice(shipped, IMAGE))
+        stored = validate_rayservice(rayservice(deployable(shipped), IMAGE))
         groups = stored["spec"]["rayClusterConfig"]["workerGroupSpecs"]
         # The CRD's defaults were applied: what the API server would store.
         assert all(group["numOfHosts"] == 1 and group["priority"] == 0 for group in groups)
@@ -124,7 +125,7 @@ class TestRayServiceSchema:
         ids=["missing-group-name", "misspelt-field", "wrong-type", "unknown-enum"],
     )  # fmt: skip
     def test_a_broken_rayservice_is_refused(self, breakage: Any, message: str) -> None:
-        manifest = rayservice(load_profile(PROFILES[0]), IMAGE)
+        manifest = rayservice(deployable(load_profile(PROFILES[0])), IMAGE)
         breakage(manifest)
         with pytest.raises(jsonschema.ValidationError, match=message):
             validate_rayservice(manifest)
@@ -133,36 +134,38 @@ class TestRayServiceSchema:
 class TestRayServiceDerivedValues:
     def test_the_serve_config_is_the_compiled_one(self, shipped: ModelSpec) -> None:
         """The compiled application, with the graceful shutdown its nodes' notice allows."""
-        manifest = rayservice(shipped, IMAGE)
+        manifest = rayservice(deployable(shipped), IMAGE)
         deployed = yaml.safe_load(manifest["spec"]["serveConfigV2"])
         (shutdown,) = {
             config["deployment_config"]["graceful_shutdown_timeout_s"]
             for _, config in llm_configs_of(deployed["applications"][0]["args"])
         }
-        assert deployed == serve_config(shipped, graceful_shutdown_s=shutdown)
+        assert deployed == compile_spec(shipped, graceful_shutdown_s=shutdown).serve_config
 
     def test_the_fast_path_environment_is_on_the_head_and_every_worker(
         self, shipped: ModelSpec
     ) -> None:
-        cluster = rayservice(shipped, IMAGE)["spec"]["rayClusterConfig"]
+        cluster = rayservice(deployable(shipped), IMAGE)["spec"]["rayClusterConfig"]
         pods = [cluster["headGroupSpec"]] + cluster["workerGroupSpecs"]
         for pod in pods:
             (container,) = pod["template"]["spec"]["containers"]
             env = {e["name"]: e.get("value") for e in container["env"]}
-            assert cluster_env(shipped).items() <= env.items()
+            assert compile_spec(shipped).cluster_env.items() <= env.items()
 
     def test_the_head_runs_no_replica_and_no_gpu_on_the_system_pool(
         self, shipped: ModelSpec
     ) -> None:
-        head = rayservice(shipped, IMAGE)["spec"]["rayClusterConfig"]["headGroupSpec"]
+        head = rayservice(deployable(shipped), IMAGE)["spec"]["rayClusterConfig"]["headGroupSpec"]
         assert head["rayStartParams"]["num-cpus"] == "0"
         (container,) = head["template"]["spec"]["containers"]
         assert "nvidia.com/gpu" not in container["resources"]["limits"]
         assert head["template"]["spec"]["nodeSelector"] == {"servestack.io/pool": "system"}
 
     def test_workers_take_the_worker_shape(self, shipped: ModelSpec) -> None:
-        groups = rayservice(shipped, IMAGE)["spec"]["rayClusterConfig"]["workerGroupSpecs"]
-        shapes = worker_shapes(shipped)
+        groups = rayservice(deployable(shipped), IMAGE)["spec"]["rayClusterConfig"][
+            "workerGroupSpecs"
+        ]
+        shapes = compile_spec(shipped).worker_shapes
         assert [g["groupName"] for g in groups] == [s.name for s in shapes]
         for group, shape in zip(groups, shapes, strict=True):
             pod = group["template"]["spec"]
@@ -183,7 +186,7 @@ class TestRayServiceDerivedValues:
 
     def test_the_hugging_face_token_is_a_secret_reference_on_the_workers_only(self) -> None:
         spec = load_profile(REPO / "stacks/models/llama-3.1-8b.yaml")
-        cluster = rayservice(spec, IMAGE)["spec"]["rayClusterConfig"]
+        cluster = rayservice(deployable(spec), IMAGE)["spec"]["rayClusterConfig"]
         for group in cluster["workerGroupSpecs"]:
             (container,) = group["template"]["spec"]["containers"]
             (token,) = [e for e in container["env"] if e["name"] == "HF_TOKEN"]
@@ -199,14 +202,14 @@ class TestRayServiceDerivedValues:
         spec = load_profile(REPO / "stacks/models/llama-3.1-8b.yaml").model_copy(
             update={"source": "gs://acme-weights/llama/8b"}
         )
-        (group,) = rayservice(spec, IMAGE, with_hf_token=False)["spec"]["rayClusterConfig"][
-            "workerGroupSpecs"
-        ]
+        (group,) = rayservice(deployable(spec), IMAGE, with_hf_token=False)["spec"][
+            "rayClusterConfig"
+        ]["workerGroupSpecs"]
         template = group["template"]
         assert template["metadata"]["annotations"] == {"gke-gcsfuse/volumes": "true"}
         volume = next(v for v in template["spec"]["volumes"] if v["name"] == "weights")
         assert volume["csi"]["volumeAttributes"]["bucketName"] == "acme-weights"
-        loaded_from = yaml.safe_load(rayservice(spec, IMAGE)["spec"]["serveConfigV2"])
+        loaded_from = yaml.safe_load(rayservice(deployable(spec), IMAGE)["spec"]["serveConfigV2"])
         source = loaded_from["applications"][0]["args"]["llm_configs"][0]["model_loading_config"]
         mount = template["spec"]["containers"][0]["volumeMounts"][-1]["mountPath"]
         assert source["model_source"].startswith(mount)
@@ -307,7 +310,10 @@ class TestProgram:
         )  # fmt: skip
         for spec in stack.profiles.values():
             rendered = rayservice(
-                spec, stack.config.ray_image, with_hf_token=True, resilience=resilience
+                deployable(spec, resilience),
+                stack.config.ray_image,
+                with_hf_token=True,
+                resilience=resilience,
             )
             assert registered[rendered["metadata"]["name"]]["spec"] == json.loads(
                 json.dumps(rendered["spec"])
@@ -324,7 +330,7 @@ class TestServestacksRouter:
         return spec
 
     def test_every_ray_container_mounts_the_router_and_has_it_on_the_path(self) -> None:
-        manifest = rayservice(self.spec(), IMAGE)
+        manifest = rayservice(deployable(self.spec()), IMAGE)
         validate_rayservice(manifest)
         cluster = manifest["spec"]["rayClusterConfig"]
         router_class = yaml.safe_load(manifest["spec"]["serveConfigV2"])["applications"][0]["args"][
@@ -360,7 +366,7 @@ class TestServestacksRouter:
         spec = load_profile(REPO / "stacks/models/llama-3.1-8b.yaml").model_copy(
             update={"router": Router(kind="prefix_affinity")}
         )
-        manifest = rayservice(spec, IMAGE)
+        manifest = rayservice(deployable(spec), IMAGE)
         head = manifest["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
         assert "servestack-router" not in {volume["name"] for volume in head.get("volumes", [])}
         assert "PYTHONPATH" not in {e["name"] for e in head["containers"][0]["env"]}
@@ -372,7 +378,7 @@ class TestServestacksRouter:
             lambda: LlmService(
                 "llm",
                 LlmServiceArgs(
-                    spec=self.spec(), project="p", image=IMAGE, host=None,
+                    model=deployable(self.spec()), project="p", image=IMAGE, host=None,
                     requests_per_second=20, stream_timeout_s=600, resilience=Resilience(),
                     operator_namespace="kuberay-system", cluster_ranges=[],
                 ),

@@ -9,13 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from compiled_support import compile_spec
 from ray.serve.config import AutoscalingConfig
 
-from serving.autoscaling import autoscaling, replica_load_s
-from serving.compiler import application, llm_configs_of
+from serving.autoscaling import AutoscalingChoice, autoscaling, replica_load_s
+from serving.compiler import llm_configs_of
 from serving.errors import ProfileValidationError
 from serving.loading import load_profile, validate
 from serving.planner import choose_machine, decode_step_s, plan
+from serving.replicas import Role
 from serving.spec import ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,11 +36,16 @@ def spec(**changes: Any) -> ModelSpec:
     return validate(ModelSpec, {**BASE, **changes}, "test profile")
 
 
+def knobs_of(profile: ModelSpec, role: Role = "server") -> AutoscalingChoice:
+    """The knobs of one role, from the spec's plan."""
+    return autoscaling(profile, plan(profile), role)
+
+
 class TestTheTargetIsTheBatchWithinTheLatencyTarget:
     def test_a_replica_at_its_target_decodes_within_the_inter_token_target(self) -> None:
         for itl_ms in (12.0, 20.0, 50.0):
             compiled = spec(latency={"itl_ms": itl_ms}, workload={"input_tokens": 1000})
-            knobs = autoscaling(compiled)
+            knobs = knobs_of(compiled)
             layout = compiled.parallelism
             context = 1000 + compiled.workload.output_tokens // 2
             step_s = decode_step_s(
@@ -49,7 +56,7 @@ class TestTheTargetIsTheBatchWithinTheLatencyTarget:
 
     def test_a_tighter_inter_token_target_lowers_the_target(self) -> None:
         targets = [
-            autoscaling(spec(latency={"itl_ms": ms})).target_ongoing_requests
+            knobs_of(spec(latency={"itl_ms": ms})).target_ongoing_requests
             for ms in (50.0, 20.0, 12.0)
         ]
         assert targets[0] > targets[1] > targets[2] >= 1
@@ -57,22 +64,22 @@ class TestTheTargetIsTheBatchWithinTheLatencyTarget:
     def test_the_plan_reports_throughput_at_the_same_batch(self) -> None:
         compiled = spec(latency={"itl_ms": 15.0})
         (group,) = plan(compiled).groups
-        assert autoscaling(compiled).target_ongoing_requests == group.estimates.decode_batch
+        assert knobs_of(compiled).target_ongoing_requests == group.estimates.decode_batch
 
 
 class TestTheCapKeepsTheFirstTokenWithinItsTarget:
     def test_the_waiting_requests_see_a_first_token_within_the_target(self) -> None:
         compiled = spec(latency={"ttft_ms": 1500.0})
         (group,) = plan(compiled).groups
-        knobs = autoscaling(compiled)
+        knobs = knobs_of(compiled)
         waiting = knobs.max_ongoing_requests - knobs.target_ongoing_requests
         assert waiting >= 1
         last_first_token_s = group.estimates.ttft_s + waiting / group.estimates.requests_per_s
         assert last_first_token_s <= 1.5
 
     def test_a_tighter_ttft_target_shortens_the_queue(self) -> None:
-        loose = autoscaling(spec(latency={"ttft_ms": 4000.0}))
-        tight = autoscaling(spec(latency={"ttft_ms": 500.0}))
+        loose = knobs_of(spec(latency={"ttft_ms": 4000.0}))
+        tight = knobs_of(spec(latency={"ttft_ms": 500.0}))
         assert loose.target_ongoing_requests == tight.target_ongoing_requests
         assert loose.max_ongoing_requests > tight.max_ongoing_requests
 
@@ -83,7 +90,7 @@ class TestTheCapKeepsTheFirstTokenWithinItsTarget:
             disaggregation={},
         )
         prefill = plan(compiled).group("prefill")
-        knobs = autoscaling(compiled, "prefill")
+        knobs = knobs_of(compiled, "prefill")
         assert knobs.target_ongoing_requests * prefill.estimates.prefill_s <= 2.0
         assert (knobs.target_ongoing_requests + 1) * prefill.estimates.prefill_s > 2.0
 
@@ -95,9 +102,9 @@ class TestDelaysFollowTheLoadTime:
             name="llama-3.3-70b", source="meta-llama/Llama-3.3-70B-Instruct",
             architecture="llama-3.3-70b", parallelism={"tensor": 4},
         )  # fmt: skip
-        assert autoscaling(big).load_s > autoscaling(small).load_s
-        assert autoscaling(big).downscale_delay_s > autoscaling(small).downscale_delay_s
-        assert autoscaling(big).downscale_delay_s >= 3 * autoscaling(big).load_s - 1
+        assert knobs_of(big).load_s > knobs_of(small).load_s
+        assert knobs_of(big).downscale_delay_s > knobs_of(small).downscale_delay_s
+        assert knobs_of(big).downscale_delay_s >= 3 * knobs_of(big).load_s - 1
 
     def test_weights_on_gcs_load_faster_than_from_hugging_face(self) -> None:
         hub = spec()
@@ -109,11 +116,11 @@ class TestDelaysFollowTheLoadTime:
     def test_a_replica_sharing_a_node_starts_no_node(self) -> None:
         alone = spec()  # one GPU on a3-highgpu-1g: every replica needs its own node
         shared = spec(machine_type="a3-highgpu-8g")
-        assert autoscaling(alone).load_s - autoscaling(shared).load_s >= 60
+        assert knobs_of(alone).load_s - knobs_of(shared).load_s >= 60
 
     def test_the_upscale_delay_stays_within_its_bounds(self, shipped: ModelSpec) -> None:
-        for role, _ in llm_configs_of(application(shipped)["args"]):
-            assert 10 <= autoscaling(shipped, role).upscale_delay_s <= 120
+        for role, _ in llm_configs_of(compile_spec(shipped).application["args"]):
+            assert 10 <= knobs_of(shipped, role).upscale_delay_s <= 120
 
 
 class TestTheProfileOverrides:
@@ -122,12 +129,12 @@ class TestTheProfileOverrides:
             "min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 7,
             "max_ongoing_requests": 9, "upscale_delay_s": 1, "downscale_delay_s": 2,
         }  # fmt: skip
-        knobs = autoscaling(spec(autoscaling=asked))
+        knobs = knobs_of(spec(autoscaling=asked))
         assert (knobs.target_ongoing_requests, knobs.max_ongoing_requests) == (7, 9)
         assert (knobs.upscale_delay_s, knobs.downscale_delay_s) == (1, 2)
 
     def test_a_target_alone_raises_the_derived_cap_to_reach_it(self) -> None:
-        knobs = autoscaling(spec(autoscaling={"target_ongoing_requests": 5000}))
+        knobs = knobs_of(spec(autoscaling={"target_ongoing_requests": 5000}))
         assert knobs.max_ongoing_requests == 5000
 
     def test_a_target_above_the_cap_is_refused(self) -> None:
@@ -149,10 +156,10 @@ def test_shipped_profiles_scale_differently_as_their_plans_differ() -> None:
     knobs: dict[str, tuple[int, float, int, float, float]] = {}
     for path in PROFILES:
         compiled = load_profile(path)
-        for role, config in llm_configs_of(application(compiled)["args"]):
+        for role, config in llm_configs_of(compile_spec(compiled).application["args"]):
             deployment = config["deployment_config"]
             AutoscalingConfig(**deployment["autoscaling_config"])
-            choice = autoscaling(compiled, role)
+            choice = knobs_of(compiled, role)
             batch = plan(compiled).group(role).estimates.decode_batch
             knobs[f"{compiled.name}/{role}"] = (
                 batch,

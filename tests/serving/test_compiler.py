@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from compiled_support import compile_spec
 from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 from ray.llm._internal.serve.core.ingress.builder import LLMServingArgs
 from ray.llm._internal.serve.core.server.llm_server import LLMServer
@@ -34,11 +35,6 @@ from serving.compiler import (
     BUILD_DP_OPENAI_APP,
     BUILD_OPENAI_APP,
     BUILD_PD_OPENAI_APP,
-    application,
-    cluster_env,
-    llm_config,
-    serve_config,
-    worker_shapes,
 )
 from serving.fast_paths import FAST_PATHS
 from serving.loading import load_profile, validate
@@ -71,7 +67,7 @@ def spec(**changes: Any) -> ModelSpec:
 def llm_configs(compiled: ModelSpec) -> list[tuple[str, dict[str, Any]]]:
     """(role, LLMConfig arguments) for each side the application runs."""
     roles = [g.role for g in plan(compiled).groups]
-    return [(role, llm_config(compiled, role)) for role in roles]
+    return [(role, compile_spec(compiled).llm_config(role)) for role in roles]
 
 
 def server_class(compiled: ModelSpec, role: str) -> Any:
@@ -127,17 +123,17 @@ class TestAgainstRay:
     """What Ray 2.56.1 and vLLM 0.22 would do with the compiled application."""
 
     def test_the_document_is_a_valid_serve_deploy_schema(self, shipped: ModelSpec) -> None:
-        document = ServeDeploySchema.model_validate(serve_config(shipped))
+        document = ServeDeploySchema.model_validate(compile_spec(shipped).serve_config)
         assert [app.name for app in document.applications] == [shipped.name]
 
     def test_the_builder_import_path_resolves(self, shipped: ModelSpec) -> None:
-        module, _, function = application(shipped)["import_path"].partition(":")
+        module, _, function = compile_spec(shipped).application["import_path"].partition(":")
         builder = getattr(importlib.import_module(module), function)
         assert callable(builder)
         assert module == "ray.serve.llm"
 
     def test_the_builder_accepts_its_args(self, shipped: ModelSpec) -> None:
-        app = application(shipped)
+        app = compile_spec(shipped).application
         ARGS_MODELS[app["import_path"]].model_validate(app["args"])
 
     def test_each_llm_config_validates_and_every_engine_key_is_known(
@@ -149,7 +145,7 @@ class TestAgainstRay:
             assert engine.tensor_parallel_degree == shipped.parallelism.tensor
 
     def test_ray_rejects_an_engine_key_vllm_does_not_know(self) -> None:
-        arguments = llm_config(spec())
+        arguments = compile_spec(spec()).llm_config()
         arguments["engine_kwargs"]["max_num_seqss"] = 8
         with pytest.raises(ValueError, match="Unknown engine argument: max_num_seqss"):
             VLLMEngineConfig.from_llm_config(LLMConfig.model_validate(arguments))
@@ -158,7 +154,9 @@ class TestAgainstRay:
         """Ray's own deployment options: serve replicas at min x GPU bundles per replica equals
         the plan's GPUs (replicas x DP x TP x PP), and every bundle asks for a resource the
         worker pods advertise."""
-        advertised = {key for shape in worker_shapes(shipped) for key in shape.ray_resources}
+        advertised = {
+            key for shape in compile_spec(shipped).worker_shapes for key in shape.ray_resources
+        }
         total = 0
         for role, arguments in llm_configs(shipped):
             options = server_class(shipped, role).get_deployment_options(
@@ -207,9 +205,11 @@ class TestRaysBuilders:
 
     def test_under_direct_streaming_the_server_is_the_ingress(self) -> None:
         specs = [load_profile(path) for path in PROFILES]
-        environments = {json.dumps(cluster_env(s), sort_keys=True) for s in specs}
+        environments = {json.dumps(compile_spec(s).cluster_env, sort_keys=True) for s in specs}
         assert len(environments) == 1, "shipped profiles share one set of fast paths"
-        built = build_with_rays_builders([application(s) for s in specs], cluster_env(specs[0]))
+        built = build_with_rays_builders(
+            [compile_spec(s).application for s in specs], compile_spec(specs[0]).cluster_env
+        )
         assert set(built) == {s.name for s in specs}
         for compiled in specs:
             ingress = built[compiled.name]
@@ -225,13 +225,13 @@ class TestRaysBuilders:
 
     def test_without_direct_streaming_an_openai_ingress_fronts_the_server(self) -> None:
         compiled = spec(fast_paths={"direct_streaming": False})
-        env = cluster_env(compiled)
-        built = build_with_rays_builders([application(compiled)], env)[compiled.name]
+        env = compile_spec(compiled).cluster_env
+        built = build_with_rays_builders([compile_spec(compiled).application], env)[compiled.name]
         assert built == {"ingress": "OpenAiIngress", "ingress_request_router": False}
 
 
 def builder_of(compiled: ModelSpec) -> str:
-    return str(application(compiled)["import_path"])
+    return str(compile_spec(compiled).application["import_path"])
 
 
 class TestPlacement:
@@ -241,7 +241,10 @@ class TestPlacement:
     @pytest.mark.parametrize("tensor", [1, 2, 4, 8])
     def test_tensor_parallel_inside_a_node_is_strict_pack(self, tensor: int) -> None:
         compiled = spec(architecture="llama-3.3-70b", parallelism={"tensor": tensor})
-        assert llm_config(compiled)["placement_group_config"]["strategy"] == "STRICT_PACK"
+        assert (
+            compile_spec(compiled).llm_config()["placement_group_config"]["strategy"]
+            == "STRICT_PACK"
+        )
 
     def test_pipeline_stages_across_nodes_are_pack(self) -> None:
         compiled = spec(
@@ -249,7 +252,7 @@ class TestPlacement:
             machine_type="a3-highgpu-8g",
             parallelism={"tensor": 8, "pipeline": 2},
         )
-        config = llm_config(compiled)
+        config = compile_spec(compiled).llm_config()
         assert config["placement_group_config"]["strategy"] == "PACK"
         assert config["engine_kwargs"]["pipeline_parallel_size"] == 2
 
@@ -259,7 +262,10 @@ class TestPlacement:
             machine_type="a3-highgpu-8g",
             parallelism={"tensor": 4, "pipeline": 2},
         )
-        assert llm_config(compiled)["placement_group_config"]["strategy"] == "STRICT_PACK"
+        assert (
+            compile_spec(compiled).llm_config()["placement_group_config"]["strategy"]
+            == "STRICT_PACK"
+        )
 
 
 class TestClusterEnv:
@@ -272,13 +278,15 @@ class TestClusterEnv:
     def test_forward_body_exactly_when_a_body_aware_router_meets_direct_streaming(
         self, router: str, direct_streaming: bool
     ) -> None:
-        env = cluster_env(spec(router=router, fast_paths={"direct_streaming": direct_streaming}))
+        env = compile_spec(
+            spec(router=router, fast_paths={"direct_streaming": direct_streaming})
+        ).cluster_env
         expected = router.endswith("prefix_affinity") and direct_streaming
         assert ("RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY" in env) == expected
         assert env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == ("1" if direct_streaming else "0")
 
     def test_every_fast_path_is_on_by_default(self) -> None:
-        env = cluster_env(spec())
+        env = compile_spec(spec()).cluster_env
         for name in (
             "RAY_SERVE_ENABLE_HA_PROXY",
             "RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING",
@@ -291,20 +299,22 @@ class TestClusterEnv:
         """The fast-path table drives the compiler and the pack: a switch missing from it would
         be accepted in a profile and never reach a pod."""
         assert {path.field for path in FAST_PATHS} == set(FastPaths.model_fields)
-        assert len(cluster_env(spec())) == len(FAST_PATHS) + 1  # + FORWARD_BODY (router)
+        assert (
+            len(compile_spec(spec()).cluster_env) == len(FAST_PATHS) + 1
+        )  # + FORWARD_BODY (router)
 
     def test_a_fast_path_turned_off_is_written_as_zero(self) -> None:
         """vLLM 0.22 turns the V2 executor on when the variable is unset, so off must be said."""
         compiled = spec(fast_paths={"ray_v2_executor": False, "throughput_optimized": False})
-        env = cluster_env(compiled)
+        env = compile_spec(compiled).cluster_env
         assert env["VLLM_USE_RAY_V2_EXECUTOR_BACKEND"] == "0"
         assert env["RAY_SERVE_THROUGHPUT_OPTIMIZED"] == "0"
-        assert "async_scheduling" not in llm_config(compiled)["engine_kwargs"]
+        assert "async_scheduling" not in compile_spec(compiled).llm_config()["engine_kwargs"]
 
     def test_fast_path_variables_never_go_into_the_runtime_env(self, shipped: ModelSpec) -> None:
         for _, arguments in llm_configs(shipped):
             env_vars = (arguments.get("runtime_env") or {}).get("env_vars", {})
-            assert not set(env_vars) & set(cluster_env(shipped))
+            assert not set(env_vars) & set(compile_spec(shipped).cluster_env)
 
 
 class TestEngineKwargs:
@@ -316,35 +326,45 @@ class TestEngineKwargs:
             machine_type="a3-highgpu-8g",
             parallelism={"data": 8, "expert": True},
         )
-        assert llm_config(moe)["engine_kwargs"]["enable_expert_parallel"] is True
-        assert llm_config(moe)["engine_kwargs"]["data_parallel_size"] == 8
-        assert application(moe)["import_path"] == BUILD_DP_OPENAI_APP
+        assert compile_spec(moe).llm_config()["engine_kwargs"]["enable_expert_parallel"] is True
+        assert compile_spec(moe).llm_config()["engine_kwargs"]["data_parallel_size"] == 8
+        assert compile_spec(moe).application["import_path"] == BUILD_DP_OPENAI_APP
         dense = spec(parallelism={"expert": True})  # the planner's ep-on-dense verdict
-        assert "enable_expert_parallel" not in llm_config(dense)["engine_kwargs"]
+        assert "enable_expert_parallel" not in compile_spec(dense).llm_config()["engine_kwargs"]
 
     def test_fp8_kv_cache_on_hopper(self) -> None:
-        kwargs = llm_config(spec(kv_cache_dtype="fp8"))["engine_kwargs"]
+        kwargs = compile_spec(spec(kv_cache_dtype="fp8")).llm_config()["engine_kwargs"]
         assert kwargs["kv_cache_dtype"] == "fp8"
 
     def test_no_fp8_compute_settings_on_ampere(self) -> None:
         """A100 runs FP8 weights weight-only; it gets no FP8 KV cache even from a checkpoint."""
         for accelerator in ("a100-80gb", "a100-40gb"):
             compiled = spec(accelerator=accelerator, quantization="fp8_online")
-            kwargs = llm_config(compiled)["engine_kwargs"]
+            kwargs = compile_spec(compiled).llm_config()["engine_kwargs"]
             assert "kv_cache_dtype" not in kwargs
             assert not catalog.ACCELERATORS[accelerator].has_fp8_math
 
     def test_online_quantization_is_asked_and_a_checkpoints_scheme_is_not(self) -> None:
-        assert llm_config(spec(quantization="fp8_online"))["engine_kwargs"]["quantization"] == "fp8"
-        assert "quantization" not in llm_config(spec(quantization="fp8"))["engine_kwargs"]
+        assert (
+            compile_spec(spec(quantization="fp8_online")).llm_config()["engine_kwargs"][
+                "quantization"
+            ]
+            == "fp8"
+        )
+        assert (
+            "quantization"
+            not in compile_spec(spec(quantization="fp8")).llm_config()["engine_kwargs"]
+        )
 
     def test_profile_engine_args_pass_through(self) -> None:
-        kwargs = llm_config(spec(engine_args={"enable_log_requests": True}))["engine_kwargs"]
+        kwargs = compile_spec(spec(engine_args={"enable_log_requests": True})).llm_config()[
+            "engine_kwargs"
+        ]
         assert kwargs["enable_log_requests"] is True
 
     def test_prefill_and_decode_both_carry_the_nixl_connector(self) -> None:
         compiled = spec(disaggregation={"decode": {"parallelism": {"tensor": 2}}})
-        app = application(compiled)
+        app = compile_spec(compiled).application
         assert app["import_path"] == BUILD_PD_OPENAI_APP
         prefill, decode = app["args"]["prefill_config"], app["args"]["decode_config"]
         for side in (prefill, decode):
@@ -361,7 +381,7 @@ class TestDeploymentConfig:
             autoscaling={"min_replicas": 2, "max_replicas": 6, "max_ongoing_requests": 80} | knobs,
             router={"kind": "prefix_affinity", "imbalanced_threshold": 12},
         )
-        config = llm_config(compiled)["deployment_config"]
+        config = compile_spec(compiled).llm_config()["deployment_config"]
         assert config["autoscaling_config"] == {"min_replicas": 2, "max_replicas": 6} | knobs
         assert config["max_ongoing_requests"] == 80
         assert config["request_router_config"] == {
@@ -371,25 +391,27 @@ class TestDeploymentConfig:
 
     def test_power_of_two_is_rays_default_router(self) -> None:
         compiled = spec(router="power_of_two", fast_paths={"direct_streaming": False})
-        assert "request_router_config" not in llm_config(compiled)["deployment_config"]
+        assert (
+            "request_router_config" not in compile_spec(compiled).llm_config()["deployment_config"]
+        )
 
     def test_power_of_two_is_named_under_direct_streaming(self) -> None:
         """Ray 2.56's direct-streaming builder gives a deployment without a router config
         RoundRobinRouter, not power of two."""
-        config = llm_config(spec(router="power_of_two"))["deployment_config"]
+        config = compile_spec(spec(router="power_of_two")).llm_config()["deployment_config"]
         router_class = config["request_router_config"]["request_router_class"]
         assert router_class == RAY_DEFAULT_ROUTER_CLASS
         assert router_class == ray_serve_constants.DEFAULT_REQUEST_ROUTER_PATH
 
     def test_gcs_weights_load_from_the_fuse_mount(self) -> None:
         compiled = spec(source="gs://my-weights/llama/3.1-8b/")
-        source = llm_config(compiled)["model_loading_config"]["model_source"]
+        source = compile_spec(compiled).llm_config()["model_loading_config"]["model_source"]
         assert source == "/mnt/models/my-weights/llama/3.1-8b"
 
 
 class TestWorkerShapes:
     def test_a_pod_takes_its_node(self, shipped: ModelSpec) -> None:
-        for shape in worker_shapes(shipped):
+        for shape in compile_spec(shipped).worker_shapes:
             machine = catalog.MACHINE_TYPES[shape.machine_type]
             assert shape.gpus == machine.gpus_per_node
             assert shape.gke_accelerator == machine.gke_accelerator
@@ -404,7 +426,7 @@ class TestWorkerShapes:
             parallelism={"tensor": 2},
             autoscaling={"min_replicas": 3, "max_replicas": 9},
         )
-        (shape,) = worker_shapes(compiled)
+        (shape,) = compile_spec(compiled).worker_shapes
         # Four TP=2 replicas per 8-GPU node.
         assert (shape.min_replicas, shape.max_replicas) == (1, 3)
 
@@ -415,7 +437,7 @@ class TestWorkerShapes:
             parallelism={"tensor": 8, "pipeline": 2},
             autoscaling={"min_replicas": 1, "max_replicas": 3},
         )
-        (shape,) = worker_shapes(compiled)
+        (shape,) = compile_spec(compiled).worker_shapes
         assert (shape.nodes_per_replica, shape.min_replicas, shape.max_replicas) == (2, 2, 6)
 
     def test_prefill_and_decode_share_nodes_of_one_machine_type(self) -> None:
@@ -426,22 +448,24 @@ class TestWorkerShapes:
                 "decode": {"autoscaling": {"min_replicas": 2, "max_replicas": 6}},
             },
         )
-        (shape,) = worker_shapes(compiled)
+        (shape,) = compile_spec(compiled).worker_shapes
         assert shape.roles == ["prefill", "decode"]
         assert (shape.min_replicas, shape.max_replicas) == (1, 2)  # 5 and 12 single-GPU replicas
 
     def test_a100_80g_is_advertised_by_name(self) -> None:
         """Ray detects every A100 as 'A100'; the 80 GB kind must be declared for LLMConfig's
         accelerator_type to find it."""
-        (shape,) = worker_shapes(spec(accelerator="a100-80gb"))
+        (shape,) = compile_spec(spec(accelerator="a100-80gb")).worker_shapes
         assert shape.ray_resources == {"accelerator_type:A100-80G": 1.0}
 
 
 def test_servestacks_router_takes_its_tuning_from_the_profile() -> None:
     compiled = spec(router={"kind": "servestack_prefix_affinity", "window_s": 5.0})
-    config = llm_config(compiled)["deployment_config"]["request_router_config"]
+    config = compile_spec(compiled).llm_config()["deployment_config"]["request_router_config"]
     assert config == {
         "request_router_class": "serving.routing:PrefixAffinityRouter",
         "request_router_kwargs": {"window_s": 5.0},
     }
-    assert cluster_env(compiled)["RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY"] == "1"
+    assert (
+        compile_spec(compiled).cluster_env["RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY"] == "1"
+    )

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from compiled_support import compile_spec
 
-from serving.compiler import application, cluster_env, llm_configs_of
+from serving.compiler import llm_configs_of
 from serving.loading import load_profile
 from serving.local import bench
 from serving.local.app import ENGINE_CLASS, local_application, local_env
@@ -49,7 +50,7 @@ class TestLocalApplication:
     @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
     def test_only_gpu_settings_change(self, profile: Path) -> None:
         spec = load_profile(profile)
-        compiled, local = application(spec), local_application(spec)
+        compiled, local = compile_spec(spec).application, local_application(compile_spec(spec))
         assert {k: v for k, v in local.items() if k != "args"} == {
             k: v for k, v in compiled.items() if k != "args"
         }
@@ -71,12 +72,12 @@ class TestLocalApplication:
 
     @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
     def test_no_gpu_is_asked_for(self, profile: Path) -> None:
-        assert '"GPU"' not in json.dumps(local_application(load_profile(profile)))
+        assert '"GPU"' not in json.dumps(local_application(compile_spec(load_profile(profile))))
 
     def test_environment_is_the_clusters_plus_the_local_needs(self, llama: ModelSpec) -> None:
         settings = settings_from_plan(llama)
-        env = local_env(llama, settings)
-        assert cluster_env(llama).items() <= env.items()
+        env = local_env(compile_spec(llama), settings)
+        assert compile_spec(llama).cluster_env.items() <= env.items()
         assert env["RAYLLM_VLLM_ENGINE_CLS"] == ENGINE_CLASS
         assert env["RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY"] == "1"
         # HAProxy needs about 2.5 file descriptors per connection.
@@ -222,7 +223,7 @@ class TestSimulatedEngine:
 
         settings = settings_from_plan(llama, time_scale=0.0, cache_tokens=4096)
         monkeypatch.setenv(SETTINGS_ENV, settings.model_dump_json())
-        config = local_application(llama)["args"]["llm_configs"][0]
+        config = local_application(compile_spec(llama))["args"]["llm_configs"][0]
         return SimulatedEngine(LLMConfig(**config))
 
     async def _collect(self, stream: Any) -> list[Any]:
@@ -305,7 +306,7 @@ class TestBenchmarkRequests:
         off = variants["fast-paths-off/power-of-two"]
         ours = variants["fast-paths-on/servestack-prefix-affinity"]
         slow = bench.variant_spec(llama, off, replicas=3)
-        assert set(cluster_env(slow).values()) == {"0"}
+        assert set(compile_spec(slow).cluster_env.values()) == {"0"}
         assert slow.router.kind == "power_of_two"
         assert slow.autoscaling.min_replicas == slow.autoscaling.max_replicas == 3
         # The profile's own router (with its tuning) is kept where the variant names its kind.

@@ -17,8 +17,8 @@ import httpx
 import openai
 import psutil
 import pytest
+from compiled_support import compile_spec
 
-from serving.compiler import cluster_env
 from serving.loading import load_profile
 from serving.local.bench import running_variant
 from serving.local.simulation import settings_from_plan
@@ -59,8 +59,8 @@ def alive(processes: list[psutil.Process]) -> list[str]:
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     spec = load_profile(PROFILE)
     # The profile as shipped: the fast paths and the prefix-affinity router are on.
-    assert cluster_env(spec)["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
-    assert cluster_env(spec)["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+    assert compile_spec(spec).cluster_env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
+    assert compile_spec(spec).cluster_env["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
     settings = settings_from_plan(spec, time_scale=TIME_SCALE)
     log = tmp_path_factory.mktemp("local") / "serve.log"
     started: list[psutil.Process] = []

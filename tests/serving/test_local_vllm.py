@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from compiled_support import compile_spec
 
-from serving.compiler import cluster_env, llm_configs_of
+from serving.compiler import llm_configs_of
 from serving.loading import load_profile
 from serving.local import cleanup
 from serving.local.app import (
@@ -44,8 +45,8 @@ NAMED = set(CPU_BUILD_CHANGES) | set(LOCAL_VLLM_ADDITIONS)
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
 def test_the_real_engine_gets_the_compiled_arguments(profile: Path, tmp_path: Path) -> None:
     spec = load_profile(profile)
-    simulated = local_application(spec)
-    real = local_application(spec, "vllm", tmp_path)
+    simulated = local_application(compile_spec(spec))
+    real = local_application(compile_spec(spec), "vllm", tmp_path)
     pairs = zip(llm_configs_of(real["args"]), llm_configs_of(simulated["args"]), strict=True)
     for (_, ours), (_, theirs) in pairs:
         assert ours["model_loading_config"] == {
@@ -66,8 +67,8 @@ def test_the_real_engine_gets_the_compiled_arguments(profile: Path, tmp_path: Pa
 
 def test_the_real_engines_environment_has_no_simulation() -> None:
     spec = load_profile(LLAMA)
-    env = local_env(spec, None, engine="vllm")
-    assert cluster_env(spec).items() <= env.items()
+    env = local_env(compile_spec(spec), None, engine="vllm")
+    assert compile_spec(spec).cluster_env.items() <= env.items()
     assert ENGINE_CLASS_ENV not in env
     assert env["HF_HUB_OFFLINE"] == "1"
     assert Path(env["VLLM_CACHE_ROOT"]).is_relative_to(REPO / "build")
@@ -81,7 +82,7 @@ def test_the_bare_server_parses_to_the_same_engine_arguments(tmp_path: Path) -> 
     command = bare_command(spec, tmp_path, 8123)
     assert command[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     parsed = make_arg_parser(FlexibleArgumentParser()).parse_args(command[3:])
-    served = local_application(spec, "vllm", tmp_path)["args"]["llm_configs"][0]
+    served = local_application(compile_spec(spec), "vllm", tmp_path)["args"]["llm_configs"][0]
     for key, value in served["engine_kwargs"].items():
         assert getattr(parsed, key) == value, key
     assert parsed.model == str(tmp_path)
@@ -94,11 +95,13 @@ def test_each_rank_of_a_tensor_parallel_engine_gets_its_own_cpus() -> None:
     assert omp_binding(2, [0, 1, 2, 3, 4]) == "0,1|2,3"
     assert omp_binding(4, [0, 1]) == "nobind"
     tp2 = load_profile(MODELS / "qwen3-32b.yaml")
-    assert engine_workers(tp2) == 2
-    assert local_env(tp2, None, engine="vllm")["VLLM_CPU_OMP_THREADS_BIND"] == omp_binding(2)
-    assert local_env(load_profile(LLAMA), None, engine="vllm")["VLLM_CPU_OMP_THREADS_BIND"] == (
-        "auto"
-    )
+    assert engine_workers(compile_spec(tp2)) == 2
+    assert local_env(compile_spec(tp2), None, engine="vllm")[
+        "VLLM_CPU_OMP_THREADS_BIND"
+    ] == omp_binding(2)
+    assert local_env(compile_spec(load_profile(LLAMA)), None, engine="vllm")[
+        "VLLM_CPU_OMP_THREADS_BIND"
+    ] == ("auto")
 
 
 def test_tiny_models_stand_in_for_their_family() -> None:

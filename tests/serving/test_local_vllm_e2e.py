@@ -29,8 +29,8 @@ import httpx
 import openai
 import psutil
 import pytest
+from compiled_support import compile_spec
 
-from serving.compiler import cluster_env
 from serving.local.runtime import free_port
 from serving.local.tiny_models import tiny_model
 from serving.spec import ModelSpec
@@ -113,8 +113,8 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
     # The default stack as shipped: HAProxy and direct streaming are on.
     spec: ModelSpec = load_stack(STACK).profiles[MODEL]
-    assert cluster_env(spec)["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
-    assert cluster_env(spec)["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
+    assert compile_spec(spec).cluster_env["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+    assert compile_spec(spec).cluster_env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
     tokenizer = AutoTokenizer.from_pretrained(tiny_model("llama"))
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm") / "serve.log"

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from compiled_support import compile_spec
 
-from serving.compiler import application, llm_configs_of
+from serving.compiler import llm_configs_of
 from serving.loading import load_profile
 from serving.local.bench import Variant, VariantStartError, running_variant, variant_spec
 from serving.spec import ModelSpec
@@ -41,7 +42,7 @@ def chat(endpoint: str, model: str) -> dict[str, object]:
 
 def test_tensor_parallel_2_inside_one_replica(tmp_path: Path) -> None:
     spec = one_replica("qwen3-32b")  # TP=2, as compiled: 2 worker bundles, STRICT_PACK
-    config = llm_configs_of(application(spec)["args"])[0][1]
+    config = llm_configs_of(compile_spec(spec).application["args"])[0][1]
     assert config["engine_kwargs"]["tensor_parallel_size"] == 2
     assert config["placement_group_config"]["strategy"] == "STRICT_PACK"
     with running_variant(spec, None, tmp_path / "tp2.log", 900, engine="vllm") as endpoint:
@@ -58,7 +59,7 @@ def test_a_tiny_moe_in_one_replica(tmp_path: Path) -> None:
 
 def test_data_and_expert_parallel_fail_in_the_cpu_communicator(tmp_path: Path) -> None:
     spec = one_replica("qwen3-30b-a3b", parallelism={"tensor": 1, "data": 2, "expert": True})
-    assert application(spec)["import_path"] == "ray.serve.llm:build_dp_openai_app"
+    assert compile_spec(spec).application["import_path"] == "ray.serve.llm:build_dp_openai_app"
     log = tmp_path / "dp.log"
     # Serve restarts the failing replicas every 3 minutes or so; one round shows the error.
     with (

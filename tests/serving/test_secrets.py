@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from infra.config import available_stacks, load_stack
-from infra.platform import stack_objects
+from infra.platform import compile_stack, stack_objects
 from serving.secrets import credential_in, find_credentials
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,8 +49,8 @@ def test_ordinary_values_are_not_credentials(value: str) -> None:
 @pytest.mark.parametrize("stack", available_stacks(REPO))
 def test_no_false_positive_on_what_the_shipped_stacks_compile_to(stack: str) -> None:
     loaded = load_stack(stack, REPO)
-    for spec in loaded.profiles.values():
-        for manifest in stack_objects(loaded, spec):
+    for model in compile_stack(loaded).values():
+        for manifest in stack_objects(loaded, model):
             assert list(find_credentials(manifest)) == []
             serve = (manifest.get("spec") or {}).get("serveConfigV2")
             if serve:
