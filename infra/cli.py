@@ -416,7 +416,7 @@ def bench_command(
     chosen = _engine(engine)
     _, simulation = _local_modules()
     from infra import bench_report
-    from serving.local import bench, chart, vllm_bench
+    from serving.local import bench, chart, prefix_bench, vllm_bench
 
     wanted = workload or list(bench.WORKLOADS)
     for name in wanted:
@@ -456,6 +456,12 @@ def bench_command(
     with progress.bench_progress(errors, runs, quiet=as_json) as shown:
         for variant in variants:
             try:
+                if spec_of[variant.name] is not spec:  # the real engine's router runs
+                    reports += prefix_bench.run_routers(
+                        spec_of[variant.name], variant, workloads, replicas, out_dir / "logs",
+                        on_done=lambda: progress.advance(task),
+                    )  # fmt: skip
+                    continue
                 reports += bench.run_variant(
                     spec_of[variant.name], variant, workloads, settings, replicas,
                     out_dir / "logs", progress=shown, engine=chosen,

@@ -13,16 +13,25 @@ prefix caches that hold fewer system prompts than the workload has.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from serving.local.bench import (
     SHARED_PREFIX_WORKLOADS,
+    WARMUP_REQUESTS,
     Variant,
     Workload,
+    WorkloadName,
     WorkloadReport,
     build_requests,
+    run_load,
+    running_variant,
+    summarize,
+    variant_spec,
 )
+from serving.spec import ModelSpec
 
 PRECISE = "fast-paths-on/servestack-precise-prefix"
 # vLLM's KV-cache block on its CPU build, in tokens: the compiled profiles set none, and the CPU
@@ -113,3 +122,36 @@ def router_ratios(
                 precise.busiest_over_idlest
             )
     return found
+
+
+def run_routers(
+    spec: ModelSpec,
+    variant: Variant,
+    workloads: Mapping[WorkloadName, Workload],
+    replicas: int,
+    log_dir: Path,
+    on_done: Callable[[], None] | None = None,
+) -> list[WorkloadReport]:
+    """The variant's shared-prompt workloads one after the other on one start of the real
+    engine (each start takes minutes on two cores). Every router meets the same sequence, the
+    second workload on caches full of the first one's prompts, which it has to evict."""
+    replicas = variant.replicas or replicas
+    log_path = log_dir / f"{variant.name.replace('/', '_')}.log"
+    reports = []
+    with running_variant(variant_spec(spec, variant, replicas), None, log_path, engine="vllm") as (
+        endpoint
+    ):
+        warmup = Workload(
+            name="decode-heavy", input_tokens=8, output_tokens=4,
+            requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
+        )  # fmt: skip
+        asyncio.run(run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS))
+        for name in variant.workloads:
+            workload = workloads[name]
+            results, duration = asyncio.run(
+                run_load(
+                    endpoint, build_requests(workload, spec.name), workload.concurrency, on_done
+                )
+            )
+            reports.append(summarize(variant.name, name, results, duration, replicas))
+    return reports
