@@ -459,7 +459,7 @@ def bench_command(
                 if spec_of[variant.name] is not spec:  # the real engine's router runs
                     reports += prefix_bench.run_routers(
                         spec_of[variant.name], variant, workloads, replicas, out_dir / "logs",
-                        on_done=lambda: progress.advance(task),
+                        progress=shown,
                     )  # fmt: skip
                     continue
                 reports += bench.run_variant(

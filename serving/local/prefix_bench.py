@@ -31,6 +31,7 @@ from serving.local.bench import (
     summarize,
     variant_spec,
 )
+from serving.local.progress import QUIET, RunProgress
 from serving.spec import ModelSpec
 
 PRECISE = "fast-paths-on/servestack-precise-prefix"
@@ -130,7 +131,7 @@ def run_routers(
     workloads: Mapping[WorkloadName, Workload],
     replicas: int,
     log_dir: Path,
-    on_done: Callable[[], None] | None = None,
+    progress: RunProgress = QUIET,
 ) -> list[WorkloadReport]:
     """The variant's shared-prompt workloads one after the other on one start of the real
     engine (each start takes minutes on two cores). Every router meets the same sequence, the
@@ -138,20 +139,31 @@ def run_routers(
     replicas = variant.replicas or replicas
     log_path = log_dir / f"{variant.name.replace('/', '_')}.log"
     reports = []
-    with running_variant(variant_spec(spec, variant, replicas), None, log_path, engine="vllm") as (
-        endpoint
-    ):
+    requests = sum(workloads[name].requests for name in variant.workloads)
+    both = " then ".join(variant.workloads)
+    progress.configuration(variant.name, both, requests, "a local Ray")
+    compiled = variant_spec(spec, variant, replicas)
+    with running_variant(
+        compiled, None, log_path, engine="vllm", on_state=progress.state
+    ) as endpoint:
+        progress.state("answering; warming up")
         warmup = Workload(
             name="decode-heavy", input_tokens=8, output_tokens=4,
             requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
         )  # fmt: skip
         asyncio.run(run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS))
+        progress.ready()
         for name in variant.workloads:
             workload = workloads[name]
             results, duration = asyncio.run(
                 run_load(
-                    endpoint, build_requests(workload, spec.name), workload.concurrency, on_done
+                    endpoint,
+                    build_requests(workload, spec.name),
+                    workload.concurrency,
+                    progress.request_done,
                 )
             )
             reports.append(summarize(variant.name, name, results, duration, replicas))
+        progress.stopping()
+    progress.stopped()
     return reports

@@ -16,9 +16,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from compiled_support import compile_spec
 
 from serving.cache_report import REPORT_KEY
-from serving.compiler import application, llm_configs_of
 from serving.loading import load_profile
 from serving.local import bench
 from serving.local.engine import FINGERPRINT_PREFIX
@@ -50,7 +50,7 @@ def test_the_precise_router_ships_its_server_and_asks_for_stats_every_period() -
 
     from serving.cache_server import CacheReportingServer
 
-    ((_, config),) = llm_configs_of(application(precise_spec())["args"])
+    config = compile_spec(precise_spec()).llm_config()
     assert config["deployment_config"]["request_router_config"] == {
         "request_router_class": "serving.precise_routing:PrecisePrefixRouter",
         "request_routing_stats_period_s": PERIOD_S,
