@@ -91,6 +91,14 @@ class PromptRecorder:
         await self.app(scope, replayed, named)
 
 
+def record_prompts(app: Any, record: Callable[[bytes], None], replica: str) -> Any:
+    """The Starlette app with a `PromptRecorder` around its whole middleware stack: vLLM's app
+    has built its stack already, and Starlette refuses `add_middleware` once it has."""
+    stack = app.middleware_stack or app.build_middleware_stack()
+    app.middleware_stack = PromptRecorder(stack, record=record, replica=replica)
+    return app
+
+
 class CacheReportingServer(LLMServer):
     """LLMServer plus `record_routing_stats`: the prefixes its engine holds."""
 
@@ -212,8 +220,7 @@ class CacheReportingServer(LLMServer):
             from ray import serve
 
             replica = serve.get_replica_context().replica_id.unique_id
-        app.add_middleware(PromptRecorder, record=self._arrived_body, replica=replica)
-        return app
+        return record_prompts(app, self._arrived_body, replica)
 
     async def chat(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         self._arrived(request)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+from fastapi import FastAPI, Request
+
 from serving.cache_report import REPORT_KEY, CacheLedger, EngineView
 from serving.local.simulation import PrefixCache, chat_prompt, tokenize
 from serving.precise_routing import PrecisePrefixRouter
@@ -215,3 +218,34 @@ def test_ideal_placement_misses_each_system_prompt_once() -> None:
     # 160) of a 173-token prompt; a placement that missed each prompt twice would give 24/32.
     assert 28 * 160 / (32 * 175) < ideal < 28 * 176 / (32 * 170)
     assert prefix_bench.cache_blocks(workload, "m", words, 2, BLOCK) * BLOCK >= 2 * 170
+
+
+def test_the_replica_reads_each_prompt_and_hands_the_request_on_untouched() -> None:
+    """Direct streaming's app (vLLM's has built its middleware stack before the server sees
+    it): the recorder gets the body, the route gets the same body, the response names the
+    replica."""
+    import asyncio
+
+    from serving.cache_report import REPLICA_HEADER
+    from serving.cache_server import record_prompts
+
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def echo(raw: Request) -> dict[str, Any]:
+        return {"got": (await raw.body()).decode()}
+
+    app.middleware_stack = app.build_middleware_stack()  # as vLLM's app arrives
+    recorded: list[bytes] = []
+    record_prompts(app, recorded.append, "replica-7")
+    body = b'{"messages": [{"role": "user", "content": "hi"}]}'
+
+    async def post() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return await client.post("/v1/chat/completions", content=body)
+
+    response = asyncio.run(post())
+    assert response.json() == {"got": body.decode()}
+    assert response.headers[REPLICA_HEADER] == "replica-7"
+    assert recorded == [body]
