@@ -19,9 +19,10 @@ from rich.live import Live
 from rich.text import Text
 
 from infra import check_edge, progress, report
-from infra.config import DEFAULT_STACK, load_stack
+from infra.config import load_stack
 from infra.platform import compile_model, plan_platform
 from infra.render import check_out_dir, model_objects, render_model
+from infra.stack_config import DEFAULT_STACK
 from serving.catalog import ARCHITECTURES
 from serving.errors import ServestackError, unknown_key_fix
 from serving.loading import display_path

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.config import GpuPoolOptions, WeightsCache
 from infra.ray_security import MODEL_LABEL
+from infra.stack_config import GpuPoolOptions, WeightsCache
 from serving.scheduling import SPOT_CRITICAL_PODS_S, SPOT_POD_NOTICE_S
 
 # Memorystore for Redis with in-transit encryption listens on 6378 with TLS; Ray's GCS client

@@ -12,7 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from infra.config import DEFAULT_STACK, load_stack
+from infra.config import load_stack
+from infra.stack_config import DEFAULT_STACK
 from serving.errors import ServestackError, unknown_key_fix
 from serving.spec import ModelSpec
 

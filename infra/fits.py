@@ -12,22 +12,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from infra.config import NAMESPACE, Stack
+from infra.config import Stack
 from infra.edge import edge_values
 from infra.manifests import kuberay_values, rayservice, resource_name
+from infra.stack_config import NAMESPACE
 from serving import catalog
 from serving.compiler import CompiledModel
 from serving.errors import ServestackError
+from serving.frozen import Frozen
 from serving.loading import display_path
 from serving.scheduling import MACHINE_TYPE_LABEL, head_pod_containers, misfit, requested
 
 
-class PodFit(BaseModel):
+class PodFit(Frozen):
     """One kind of pod, what it requests and what a node of its pool holds for pods."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     pod: str
     pool: str

@@ -19,8 +19,9 @@ from typing import Any
 
 import yaml
 
-from infra.config import DEFAULT_STACK, Stack, load_stack, profile_path
+from infra.config import Stack, load_stack, profile_path
 from infra.platform import plan_platform
+from infra.stack_config import DEFAULT_STACK
 from serving import catalog
 from serving.errors import ServestackError, unknown_key_fix
 from serving.loading import display_path, validate

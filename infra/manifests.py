@@ -10,9 +10,7 @@ the LlmService component makes from a Pulumi secret.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -28,6 +26,7 @@ from infra.disruption import (
 from infra.edge import model_ingress
 from infra.namespaces import SERVING_NAMESPACE
 from infra.ray_security import harden
+from infra.router_code import ROUTER_PACKAGE_ROOT, router_configmap, router_volume, ships_router
 from serving import names
 from serving.catalog import GIB
 from serving.compiler import (
@@ -43,7 +42,6 @@ from serving.errors import ServestackError
 from serving.limits import size_problems
 from serving.planner import Plan
 from serving.ray_release import RAY_FLOOR, image_ray_version
-from serving.routers import ROUTERS, SERVESTACK_ROUTERS
 from serving.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
 from serving.spec import ModelSpec
 
@@ -66,10 +64,6 @@ HEAD_MEMORY_BYTES = 8 * GIB
 AUTOSCALER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
 AUTOSCALER_IDLE_TIMEOUT_SECONDS = 600
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
-# servestack's own request router reaches the stock Ray image as source: a ConfigMap holding the
-# `serving` package's router module, mounted on the head and every worker and put on the path.
-ROUTER_PACKAGE_ROOT = "/opt/servestack"
-ROUTER_PACKAGE = "serving"
 
 
 def resource_name(spec: ModelSpec) -> str:
@@ -103,50 +97,6 @@ def ray_version(image: str) -> str:
     return str(image_ray_version(image) or RAY_FLOOR)
 
 
-def ships_router(spec: ModelSpec) -> bool:
-    """Whether the model routes with servestack's own router, whose code the pods need."""
-    return spec.router.kind in SERVESTACK_ROUTERS
-
-
-def router_configmap_name(spec: ModelSpec) -> str:
-    return names.router_configmap_name(spec.name)
-
-
-def router_configmap(spec: ModelSpec) -> dict[str, Any]:
-    """The router's module as the package `serving` holds it: imported by Ray Serve in every
-    process that routes (the ingress request router on workers, proxies on every node). It
-    needs only Ray and the standard library, which the stock image has (the precise router's
-    server class also vLLM's event types, pyzmq and msgspec, which the image's vLLM brings)."""
-    data = {"__init__.py": ""}
-    for name in ROUTERS[spec.router.kind].modules:
-        module = importlib.util.find_spec(name)
-        assert module is not None and module.origin is not None
-        data[f"{name.rpartition('.')[2]}.py"] = Path(module.origin).read_text()
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": router_configmap_name(spec), "namespace": SERVING_NAMESPACE},
-        "data": data,
-    }
-
-
-def _router_volume(spec: ModelSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(volumes, mounts) that put servestack's router on the pod's Python path."""
-    if not ships_router(spec):
-        return [], []
-    package = ROUTER_PACKAGE
-    return (
-        [{"name": "servestack-router", "configMap": {"name": router_configmap_name(spec)}}],
-        [
-            {
-                "name": "servestack-router",
-                "mountPath": f"{ROUTER_PACKAGE_ROOT}/{package}",
-                "readOnly": True,
-            }
-        ],
-    )
-
-
 def _env(model: CompiledModel, with_token: bool) -> list[dict[str, Any]]:
     spec = model.spec
     env: list[dict[str, Any]] = [
@@ -174,7 +124,7 @@ def _head(
 ) -> dict[str, Any]:
     spec = model.spec
     resources = {"cpu": str(HEAD_CPUS), "memory": _quantity(HEAD_MEMORY_BYTES)}
-    volumes, mounts = _router_volume(spec)
+    volumes, mounts = router_volume(spec)
     ca_volumes, ca_mounts, ca_env = gcs_tls_pieces(resilience)
     volumes, mounts = volumes + ca_volumes, mounts + ca_mounts
     head: dict[str, Any] = {
@@ -241,7 +191,7 @@ def _worker_group(
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "hf-cache", "mountPath": HF_CACHE_PATH},
     ]
-    router_volumes, router_mounts = _router_volume(spec)
+    router_volumes, router_mounts = router_volume(spec)
     volumes += router_volumes
     mounts += router_mounts
     annotations: dict[str, str] = {}

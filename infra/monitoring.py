@@ -21,7 +21,7 @@ from typing import Any
 
 from infra.manifests import resource_name, serve_service_name
 from infra.namespaces import KUBERAY_NAMESPACE, SERVING_NAMESPACE
-from infra.platform import GpuPoolSpec
+from infra.platform_specs import GpuPoolSpec
 from infra.ray_security import METRICS, SERVE_HAPROXY_METRICS
 from serving import catalog, metrics
 from serving.compiler import CompiledModel

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from serving import catalog, planner
+from serving import catalog, planner, rules
 from serving.catalog import MachineType
 from serving.compiler import PROFILE_ANNOTATION, llm_configs_of
 from serving.scheduling import GPU_RESOURCE, MACHINE_TYPE_LABEL
@@ -217,7 +217,7 @@ def planner_verdicts(view: RayServiceView, deployment: Deployment, *codes: str) 
     spec = view.spec_for(deployment)
     memory = planner.memory(spec, deployment.layout)
     role = deployment.role if deployment.role in ("prefill", "decode") else "server"
-    found = planner.verdicts(
+    found = rules.verdicts(
         spec, role, deployment.layout, memory,  # type: ignore[arg-type]
         gpus_per_node=view.gpus_per_pod(), strategy=deployment.strategy or None,
     )  # fmt: skip

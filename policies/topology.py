@@ -1,5 +1,5 @@
 """Topology: layouts that cannot work or waste GPUs. Each RayService is judged by the layout it
-deploys, on the GPUs its worker pods hold, by the planner's own verdicts (`planner.verdicts`):
+deploys, on the GPUs its worker pods hold, by the planner's own verdicts (`rules.verdicts`):
 whatever `servestack plan` accepts the pack accepts, and the reverse; nothing here restates a
 rule or a fact about a model or a GPU."""
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from serving.frozen import Frozen
 from serving.planner import GroupPlan, Plan, plan, weight_bytes, weight_bytes_per_gpu
 from serving.replicas import Role, replica_group
 from serving.spec import Autoscaling, ModelSpec
@@ -52,10 +53,8 @@ DOWNSCALE_LOADS = 3.0
 MIN_DOWNSCALE_DELAY_S = 300.0
 
 
-class AutoscalingChoice(BaseModel):
+class AutoscalingChoice(Frozen):
     """One replica group's autoscaling knobs, and the figures they were derived from."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     target_ongoing_requests: float = Field(description="Requests in flight per replica aimed at.")
     max_ongoing_requests: int = Field(description="Requests one replica accepts at most.")

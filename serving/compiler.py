@@ -17,13 +17,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from serving import catalog
 from serving.autoscaling import autoscaling
 from serving.catalog import GIB
 from serving.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
-from serving.planner import GroupPlan, Plan, nodes_for
+from serving.frozen import Frozen
+from serving.placement import nodes_for
+from serving.planner import GroupPlan, Plan
 from serving.replicas import Role
 from serving.routers import BODY_AWARE_ROUTERS, RAY_DEFAULT_ROUTER_CLASS, ROUTER_CLASSES, ROUTERS
 from serving.spec import ModelSpec, Parallelism
@@ -269,11 +271,9 @@ def serve_config(
 # --- the worker pods ------------------------------------------------------------------------
 
 
-class WorkerShape(BaseModel):
+class WorkerShape(Frozen):
     """One group of identical GPU worker pods. A pod takes a whole node: one Ray node per GKE
     node, so a STRICT_PACK group that fits a node fits a pod."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(description="Worker group name, e.g. 'gpu-a3-highgpu-8g'.")
     roles: list[Role] = Field(description="The replica groups (server, prefill, decode) it hosts.")
@@ -338,11 +338,9 @@ def worker_shapes(spec: ModelSpec, model_plan: Plan) -> list[WorkerShape]:
 # --- the compiled model ---------------------------------------------------------------------
 
 
-class CompiledModel(BaseModel):
+class CompiledModel(Frozen):
     """What one planned spec compiles to: the stage every later one (manifests, render, the
     Pulumi components, the local data plane) reads instead of planning or compiling again."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     spec: ModelSpec
     plan: Plan

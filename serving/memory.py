@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from serving.catalog import BYTES_PER_WEIGHT, BYTES_PER_WEIGHT_AS_LOADED, GIB
+from serving.frozen import Frozen
 from serving.spec import ModelSpec, Parallelism
 
 # Runtime buffers every GPU holds outside weights, activations and KV cache: cuBLAS/cuDNN
@@ -31,10 +32,8 @@ ACTIVATION_BYTES = 2  # BF16 activations
 LOGIT_BYTES = 4  # vLLM computes logits in FP32
 
 
-class MemoryBreakdown(BaseModel):
+class MemoryBreakdown(Frozen):
     """Per-GPU memory of one replica, in bytes."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     usable_bytes: int = Field(description="gpu_memory_utilization x the board's memory.")
     weights_bytes: int = Field(description="This GPU's shard of the weights, as loaded.")

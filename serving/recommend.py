@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from serving import catalog
 from serving.accuracy import error_band
 from serving.catalog import NODE_POOLS_ATTACH_GPU_NETWORK, MachineType
-from serving.planner import Plan, plan, valid_tensor_sizes
+from serving.frozen import Frozen
+from serving.planner import Plan, plan
+from serving.rules import valid_tensor_sizes
 from serving.spec import DEFAULT_ITL_TARGET_MS, DEFAULT_TTFT_TARGET_MS, ModelSpec, Parallelism
 
 # The latency targets a recommendation meets unless asked otherwise: a profile's defaults.
@@ -30,9 +32,7 @@ MAX_RECOMMENDED_PIPELINE = 4
 MAX_EXPERT_PARALLEL_NODES = 4
 
 
-class Candidate(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Candidate(Frozen):
     rank: int = Field(description="1 is the recommendation; losers follow, cheapest first.")
     machine_type: str
     accelerator: str

@@ -12,12 +12,13 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from serving import catalog
 from serving.catalog import Accelerator, Architecture, MachineType
 from serving.errors import FixableValueError, unknown_key_fix
 from serving.fast_paths import CLUSTER_ENV_NAMES, fast_path
+from serving.frozen import StrictFrozen
 from serving.names import kubernetes_name_problem
 from serving.secrets import find_credentials, looks_secret
 from serving.vllm_args import ENGINE_ARGS, FRONTEND_ARGS, VLLM_VERSION
@@ -79,13 +80,7 @@ RESERVED_ENV_NAMES = {
 }
 
 
-class _Frozen(BaseModel):
-    # strict: YAML's `true` is no tensor size and "8" no count; a profile says what it means.
-    # No .inf or .nan either: no estimate can be made from them.
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
-
-
-class Parallelism(_Frozen):
+class Parallelism(StrictFrozen):
     """How one replica is split over GPUs."""
 
     tensor: int = Field(default=1, ge=1, le=64, description="Tensor-parallel size.")
@@ -121,7 +116,7 @@ class Parallelism(_Frozen):
         return text
 
 
-class Router(_Frozen):
+class Router(StrictFrozen):
     """How Ray Serve picks a replica for a request."""
 
     kind: RouterKind = Field(
@@ -205,7 +200,7 @@ ROUTER_KWARGS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-class Autoscaling(_Frozen):
+class Autoscaling(StrictFrozen):
     """Replica bounds, and Ray Serve's autoscaling knobs. The knobs left unset are derived from
     the plan (`serving.autoscaling`): set one only to override what the plan says."""
 
@@ -266,7 +261,7 @@ DEFAULT_ITL_TARGET_MS = 50.0
 DEFAULT_TTFT_TARGET_MS = 2000.0
 
 
-class LatencyTargets(_Frozen):
+class LatencyTargets(StrictFrozen):
     """What a model promises its users, at p99. The plan takes the largest decode batch within
     `itl_ms`, autoscaling keeps the queue short enough for `ttft_ms`, and the TTFT alert fires
     when the served p99 stays above it."""
@@ -279,14 +274,14 @@ class LatencyTargets(_Frozen):
     )
 
 
-class Workload(_Frozen):
+class Workload(StrictFrozen):
     """The typical request, for estimates only."""
 
     input_tokens: int = Field(default=1024, ge=1, description="Prompt tokens per request.")
     output_tokens: int = Field(default=256, ge=1, description="Generated tokens per request.")
 
 
-class FastPaths(_Frozen):
+class FastPaths(StrictFrozen):
     """Ray 2.56 fast paths; all on by default, switchable for side-by-side comparisons."""
 
     haproxy: bool = Field(default=True, description=fast_path("haproxy").description)
@@ -312,7 +307,7 @@ class FastPaths(_Frozen):
         return self
 
 
-class DisaggregatedRole(_Frozen):
+class DisaggregatedRole(StrictFrozen):
     """One side of a prefill/decode pair. Both sides serve the profile's model."""
 
     parallelism: Parallelism | None = Field(
@@ -337,7 +332,7 @@ class DisaggregatedRole(_Frozen):
         return value
 
 
-class Disaggregation(_Frozen):
+class Disaggregation(StrictFrozen):
     """Prefill/decode disaggregation: two replica groups joined by a KV-cache transfer."""
 
     prefill: DisaggregatedRole = Field(
@@ -351,7 +346,7 @@ class Disaggregation(_Frozen):
     )
 
 
-class ModelSpec(_Frozen):
+class ModelSpec(StrictFrozen):
     """One model profile (`stacks/models/<name>.yaml`)."""
 
     name: str = Field(

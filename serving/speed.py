@@ -18,9 +18,10 @@ from __future__ import annotations
 import itertools
 import math
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from serving.catalog import MachineType
+from serving.frozen import Frozen
 from serving.memory import (
     ACTIVATION_BYTES,
     MemoryBreakdown,
@@ -93,10 +94,8 @@ ALLTOALL_LATENCY_S = 40e-6
 P2P_LATENCY_S = 30e-6
 
 
-class Estimates(BaseModel):
+class Estimates(Frozen):
     """Estimates for one replica (see the module docstring)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     prefill_s: float = Field(description="Prefill of the workload's input at batch 1.")
     ttft_s: float = Field(description="Time to first token at low load.")

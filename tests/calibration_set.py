@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from serving.planner import choose_machine, decode_step_s, plan, ttft_s
+from serving.placement import choose_machine
+from serving.planner import decode_step_s, plan, ttft_s
 from serving.spec import ModelSpec
 
 Metric = Literal["tpot", "ttft", "prefill", "output_tps", "total_tps"]

@@ -1,8 +1,11 @@
 """Pulumi components of the GKE platform, one per concern; each turns a spec from
-`infra/platform.py` into resources and decides nothing itself."""
+`infra/platform_specs.py` into resources and decides nothing itself."""
 
 from infra.components.cluster import GkeCluster, GkeClusterArgs
+from infra.components.edge_ingress import EdgeIngress, EdgeIngressArgs
 from infra.components.identity import NodeServiceAccount, NodeServiceAccountArgs
+from infra.components.kuberay import KubeRayOperator
+from infra.components.llm_service import LlmService, LlmServiceArgs
 from infra.components.network import GkeNetwork
 from infra.components.node_pools import (
     GpuNodePool,
@@ -11,15 +14,7 @@ from infra.components.node_pools import (
     SystemNodePoolArgs,
 )
 from infra.components.observability import Observability, ObservabilityArgs
-from infra.components.serving import (
-    EdgeIngress,
-    EdgeIngressArgs,
-    KubeRayOperator,
-    LlmService,
-    LlmServiceArgs,
-    ServingPlane,
-    ServingPlaneArgs,
-)
+from infra.components.serving_plane import ServingPlane, ServingPlaneArgs
 
 __all__ = [
     "EdgeIngress",

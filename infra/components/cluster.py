@@ -14,10 +14,11 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 import yaml
-from pydantic import BaseModel, ConfigDict
 
-from infra.platform import ClusterSpec
+from infra.components.args import ComponentArgs
+from infra.platform_specs import ClusterSpec
 from serving.exposure import PUBLIC_CONTROL_PLANE_ALLOWED, PUBLIC_CONTROL_PLANE_LABEL
+from serving.frozen import Frozen
 
 StrInput = str | pulumi.Output[str]
 
@@ -32,9 +33,7 @@ GKE_SERVICE = "container.googleapis.com"
 BINARY_AUTHORIZATION_MODE = "PROJECT_SINGLETON_POLICY_ENFORCE"
 
 
-class SecretsKeyArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class SecretsKeyArgs(Frozen):
     project: str
     region: str
 
@@ -71,10 +70,8 @@ class SecretsKey(pulumi.ComponentResource):
         self.register_outputs({"key_id": self.key_id})
 
 
-class GkeClusterArgs(BaseModel):
+class GkeClusterArgs(ComponentArgs):
     """The cluster's spec (whose validators hold its invariants) and what it is wired to."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     spec: ClusterSpec
     network_id: StrInput

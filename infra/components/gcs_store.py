@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_gcp as gcp
-from pydantic import BaseModel, ConfigDict
 
-from infra.config import RedisTier
+from infra.components.args import ComponentArgs
+from infra.stack_config import RedisTier
 
 StrInput = str | pulumi.Output[str]
 
@@ -24,9 +24,7 @@ PSA_PREFIX_LENGTH = 24
 SERVICE_NETWORKING = "servicenetworking.googleapis.com"
 
 
-class GcsStoreArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class GcsStoreArgs(ComponentArgs):
     project: str
     region: str
     network_id: StrInput

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_gcp as gcp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from serving.frozen import Frozen
 
 # The minimum GKE documents for a node service account
 # (https://cloud.google.com/kubernetes-engine/docs/how-to/hardening-your-cluster#use_least_privilege_sa),
@@ -22,10 +24,8 @@ NODE_ROLES: dict[str, str] = {
 }
 
 
-class NodeServiceAccountArgs(BaseModel):
+class NodeServiceAccountArgs(Frozen):
     """Invariant: the account id is one GCP accepts (6-30 characters, a letter first)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     project: str
     account_id: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.platform import NetworkSpec
+from infra.platform_specs import NetworkSpec
 
 # Google Cloud load balancers and health checks probe from these ranges
 # (https://cloud.google.com/load-balancing/docs/health-check-concepts#ip-ranges).

@@ -13,10 +13,10 @@ from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
-from pydantic import BaseModel, ConfigDict
 
+from infra.components.args import ComponentArgs
 from infra.components.cluster import CLOUD_PLATFORM_SCOPE
-from infra.platform import GpuPoolSpec, SystemPoolSpec
+from infra.platform_specs import GpuPoolSpec, SystemPoolSpec
 from serving.scheduling import (
     GPU_POOL,
     GPU_TAINT_EFFECT,
@@ -45,9 +45,7 @@ _RESERVATION_TYPES = {
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 
 
-class _PoolArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class _PoolArgs(ComponentArgs):
     cluster_id: StrInput
     cluster_location: str
     service_account: StrInput

@@ -14,9 +14,9 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from infra.config import StackConfig
+from infra.components.args import ComponentArgs
 from infra.monitoring import (
     AlertRule,
     alert_rules,
@@ -25,16 +25,15 @@ from infra.monitoring import (
     pod_monitorings,
     resource_name_of,
 )
-from infra.platform import GpuPoolSpec
+from infra.platform_specs import GpuPoolSpec
+from infra.stack_config import StackConfig
 from serving.compiler import CompiledModel
 
 # Cloud Monitoring evaluates a PromQL condition this often.
 EVALUATION_INTERVAL = "60s"
 
 
-class ObservabilityArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class ObservabilityArgs(ComponentArgs):
     stack: str
     project: str
     models: dict[str, CompiledModel] = Field(

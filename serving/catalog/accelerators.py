@@ -8,17 +8,17 @@ dense (no 2:4 sparsity), for the SXM boards GCP attaches.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from serving.frozen import Frozen
 
 MIB = 1024**2
 TB = 10**12
 GB = 10**9
 
 
-class Accelerator(BaseModel):
+class Accelerator(Frozen):
     """One GPU model as the planner sees it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     key: str = Field(description="Catalog key used in model profiles, e.g. 'h100-80gb'.")
     display_name: str = Field(description="Human-readable name.")

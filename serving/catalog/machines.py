@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from serving.catalog.accelerators import ACCELERATORS
+from serving.frozen import Frozen
 
 GIB = 1024**3
 # "Each Local SSD disk is 375 GiB in size" (cloud.google.com/compute/docs/disks/local-ssd)
@@ -34,10 +35,8 @@ GpuNetwork = Literal["host", "gpudirect-tcpx", "gpudirect-tcpxo", "rdma"]
 NODE_POOLS_ATTACH_GPU_NETWORK = False
 
 
-class MachineType(BaseModel):
+class MachineType(Frozen):
     """One GCE accelerator-optimized machine type."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(description="GCE machine type, e.g. 'a3-highgpu-8g'.")
     accelerator: str = Field(description="Key into the accelerator catalog.")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from serving.frozen import StrictFrozen
 
 WeightDtype = Literal["bf16", "fp8", "mxfp4"]
 
@@ -28,10 +30,8 @@ MAX_DIMENSION = 100_000_000
 BYTES_PER_WEIGHT_AS_LOADED: dict[str, float] = BYTES_PER_WEIGHT | {"mxfp4": 4.7 / 8}
 
 
-class Architecture(BaseModel):
+class Architecture(StrictFrozen):
     """A transformer's shape. Parameter counts are totals over the whole model."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     key: str = Field(default="inline", description="Catalog key, e.g. 'llama-3.1-8b'.")
     hf_repo: str | None = Field(default=None, description="Where the figures were read.")

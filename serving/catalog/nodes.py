@@ -15,9 +15,10 @@ CPU machine shapes are from https://cloud.google.com/compute/docs/general-purpos
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from serving.catalog.machines import GIB, MACHINE_TYPES
+from serving.frozen import Frozen
 
 MIB = 2**20
 EVICTION_THRESHOLD_BYTES = 100 * MIB
@@ -39,20 +40,16 @@ CPU_NODE_DAEMONSET_CPUS = 0.3
 CPU_NODE_DAEMONSET_MEMORY_BYTES = 512 * MIB
 
 
-class CpuMachineType(BaseModel):
+class CpuMachineType(Frozen):
     """A GCE general-purpose machine type, for the pool that runs what is not a model."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     vcpus: int
     memory_bytes: int
 
 
-class Capacity(BaseModel):
+class Capacity(Frozen):
     """CPU and memory a pod may request."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     cpus: float = Field(description="Cores.")
     memory_bytes: int

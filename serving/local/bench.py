@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from serving.cache_report import REPLICA_HEADER
+from serving.frozen import Frozen
 from serving.local import cleanup
 from serving.local.app import Engine
 from serving.local.progress import QUIET, STATE_PREFIX, RunProgress
@@ -51,11 +52,7 @@ SHARED_PREFIX_WORKLOADS: tuple[WorkloadName, ...] = ("multi-prompt", "hot-prompt
 HOT_SHARE = 0.5
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Workload(_Frozen):
+class Workload(Frozen):
     """A set of requests: unique prompts, or a few long shared prefixes and a unique question."""
 
     name: WorkloadName
@@ -71,7 +68,7 @@ class Workload(_Frozen):
     )  # fmt: skip
 
 
-class Variant(_Frozen):
+class Variant(Frozen):
     """One configuration: the profile with its fast paths and router set as named."""
 
     name: str
@@ -86,7 +83,7 @@ class Variant(_Frozen):
     )
 
 
-class RequestResult(_Frozen):
+class RequestResult(Frozen):
     ok: bool
     error: str | None = None
     start_s: float
@@ -99,13 +96,13 @@ class RequestResult(_Frozen):
     replica: str | None = None
 
 
-class Percentiles(_Frozen):
+class Percentiles(Frozen):
     p50: float | None
     p90: float | None
     p99: float | None
 
 
-class WorkloadReport(_Frozen):
+class WorkloadReport(Frozen):
     variant: str
     workload: WorkloadName
     requests: int

@@ -21,7 +21,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from serving.frozen import Frozen
 
 Outcome = Literal["completed", "refused", "cut", "hung"]
 
@@ -32,11 +34,7 @@ def retryable(status: int | None) -> bool:
     return status is None or status in (408, 409, 429) or status >= 500
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class FaultLoad(_Frozen):
+class FaultLoad(Frozen):
     """The load each fault meets and how long to wait for things."""
 
     streams: int = Field(default=12, ge=1, description="Streamed requests per fault.")
@@ -58,7 +56,7 @@ class FaultLoad(_Frozen):
     seed: int = 7
 
 
-class StreamResult(_Frozen):
+class StreamResult(Frozen):
     outcome: Outcome
     status: int | None = None
     tokens: int = 0

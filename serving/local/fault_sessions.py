@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from serving.frozen import Frozen
 from serving.local import cleanup
 from serving.local.fault_actions import HUNG_PREFIX
 from serving.local.fault_load import FaultLoad
@@ -35,11 +36,7 @@ SHUTDOWN_TIMEOUT_S = 120.0
 CENSUS_EVERY_S = 2.0
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SessionOutcome(_Frozen):
+class SessionOutcome(Frozen):
     session: Session
     status: SessionStatus
     detail: str = Field(default="", description="Where it hung, or the end of its log.")
@@ -48,7 +45,7 @@ class SessionOutcome(_Frozen):
     reports: list[FaultReport]
 
 
-class FaultRun(_Frozen):
+class FaultRun(Frozen):
     """What `servestack faults --local` writes: the command, its load and every session."""
 
     command: str

@@ -34,8 +34,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from serving.frozen import Frozen
 from serving.local.fault_actions import (
     CONTROL_CALL_S,
     Watchdog,
@@ -79,11 +80,7 @@ HARD_STOP_VARIABLE = "RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S"
 REPORT_PREFIX = "SERVESTACK_FAULT_REPORT "
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class FaultReport(_Frozen):
+class FaultReport(Frozen):
     session: str
     fault: FaultName
     hard_stop_s: int
@@ -277,7 +274,7 @@ def summarize(
 # --- one session ---------------------------------------------------------------------------
 
 
-class Session(_Frozen):
+class Session(Frozen):
     """One local Ray: a name, HAProxy's hard stop, and the faults it runs in order."""
 
     name: str

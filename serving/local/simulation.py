@@ -27,9 +27,11 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from serving.planner import choose_machine, decode_step_s, plan, prefill_s
+from serving.frozen import Frozen
+from serving.placement import choose_machine
+from serving.planner import decode_step_s, plan, prefill_s
 from serving.spec import ModelSpec
 
 # The environment variable that carries the settings to every replica (Ray passes the driver's
@@ -41,10 +43,8 @@ DEFAULT_BLOCK_TOKENS = 16
 SLOPE_BATCH = 64
 
 
-class SimulationSettings(BaseModel):
+class SimulationSettings(Frozen):
     """The simulated engine's timing and cache, derived from a plan or given by flags."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     prefill_s_per_token: float = Field(ge=0, description="Prefill time per uncached token.")
     decode_step_s: float = Field(ge=0, description="One decode step with one sequence running.")

@@ -28,7 +28,7 @@ from infra.components import (
 )
 from infra.components.identity import NODE_ROLES
 from infra.components.network import HEALTH_CHECK_RANGES
-from infra.platform import ClusterSpec, GpuPoolSpec, NetworkSpec, SystemPoolSpec
+from infra.platform_specs import ClusterSpec, GpuPoolSpec, NetworkSpec, SystemPoolSpec
 from serving import catalog
 from serving.catalog import MachineType
 from serving.errors import FixableValueError

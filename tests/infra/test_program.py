@@ -28,7 +28,8 @@ from pulumi.runtime import settings
 
 from infra.components.identity import NODE_ROLES
 from infra.config import load_stack
-from infra.manifests import resource_name, ships_router
+from infra.manifests import resource_name
+from infra.router_code import ships_router
 from serving import catalog
 from serving.scheduling import MACHINE_TYPE_LABEL
 

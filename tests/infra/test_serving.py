@@ -32,11 +32,12 @@ from infra_support import (
     use_stack,
 )
 
-from infra.components.serving import LlmService, LlmServiceArgs
+from infra.components.llm_service import LlmService, LlmServiceArgs
 from infra.config import load_stack
 from infra.disruption import Resilience, resilience_for
 from infra.edge import model_ingress
-from infra.manifests import rayservice, router_configmap
+from infra.manifests import rayservice
+from infra.router_code import router_configmap
 from serving.compiler import llm_configs_of
 from serving.loading import load_profile
 from serving.scheduling import MACHINE_TYPE_LABEL

@@ -16,7 +16,8 @@ from serving.autoscaling import AutoscalingChoice, autoscaling, replica_load_s
 from serving.compiler import llm_configs_of
 from serving.errors import ProfileValidationError
 from serving.loading import load_profile, validate
-from serving.planner import choose_machine, decode_step_s, plan
+from serving.placement import choose_machine
+from serving.planner import decode_step_s, plan
 from serving.replicas import Role
 from serving.spec import ModelSpec
 

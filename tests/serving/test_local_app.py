@@ -27,7 +27,8 @@ from serving.local.simulation import (
     settings_from_plan,
     tokenize,
 )
-from serving.planner import choose_machine, plan, prefill_s
+from serving.placement import choose_machine
+from serving.planner import plan, prefill_s
 from serving.spec import ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,9 +19,9 @@ from serving.planner import (
     memory,
     plan,
     saturated_batch,
-    smallest_layout,
     weight_bytes_per_gpu,
 )
+from serving.rules import smallest_layout
 from serving.spec import ModelSpec, Parallelism
 from serving.speed import burst_decode_s
 

@@ -14,7 +14,8 @@ import pytest
 
 from serving.catalog import ACCELERATORS, ARCHITECTURES
 from serving.memory import weight_bytes_per_gpu
-from serving.planner import choose_machine, prefill_s
+from serving.placement import choose_machine
+from serving.planner import prefill_s
 from serving.spec import ModelSpec
 from serving.speed import (
     ATTENTION_MFU,

@@ -1,0 +1,63 @@
+"""servestack's own request router on the cluster: the stock Ray image holds no code of ours, so
+a model that routes with servestack's router ships the router's modules as source in a ConfigMap,
+mounted on the head and every worker and put on the Python path."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from infra.namespaces import SERVING_NAMESPACE
+from serving import names
+from serving.routers import ROUTERS, SERVESTACK_ROUTERS
+from serving.spec import ModelSpec
+
+# servestack's own request router reaches the stock Ray image as source: a ConfigMap holding the
+# `serving` package's router module, mounted on the head and every worker and put on the path.
+ROUTER_PACKAGE_ROOT = "/opt/servestack"
+ROUTER_PACKAGE = "serving"
+
+
+def ships_router(spec: ModelSpec) -> bool:
+    """Whether the model routes with servestack's own router, whose code the pods need."""
+    return spec.router.kind in SERVESTACK_ROUTERS
+
+
+def router_configmap_name(spec: ModelSpec) -> str:
+    return names.router_configmap_name(spec.name)
+
+
+def router_configmap(spec: ModelSpec) -> dict[str, Any]:
+    """The router's module as the package `serving` holds it: imported by Ray Serve in every
+    process that routes (the ingress request router on workers, proxies on every node). It
+    needs only Ray and the standard library, which the stock image has (the precise router's
+    server class also vLLM's event types, pyzmq and msgspec, which the image's vLLM brings)."""
+    data = {"__init__.py": ""}
+    for name in ROUTERS[spec.router.kind].modules:
+        module = importlib.util.find_spec(name)
+        assert module is not None and module.origin is not None
+        data[f"{name.rpartition('.')[2]}.py"] = Path(module.origin).read_text()
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": router_configmap_name(spec), "namespace": SERVING_NAMESPACE},
+        "data": data,
+    }
+
+
+def router_volume(spec: ModelSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts) that put servestack's router on the pod's Python path."""
+    if not ships_router(spec):
+        return [], []
+    package = ROUTER_PACKAGE
+    return (
+        [{"name": "servestack-router", "configMap": {"name": router_configmap_name(spec)}}],
+        [
+            {
+                "name": "servestack-router",
+                "mountPath": f"{ROUTER_PACKAGE_ROOT}/{package}",
+                "readOnly": True,
+            }
+        ],
+    )
