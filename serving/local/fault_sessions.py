@@ -120,44 +120,48 @@ def watch(
         deadline = began + timeout_s
         last_census = 0.0
         exited_at: float | None = None
-        while True:
-            if time.monotonic() - last_census >= CENSUS_EVERY_S:
-                counted = cleanup.merge(counted, cleanup.Census(cleanup.descendants(process.pid)))
-                last_census = time.monotonic()
-            try:
-                line = lines.get(timeout=0.5)
-            except queue.Empty:
-                if exited_at is None and process.poll() is not None:
-                    exited_at = time.monotonic()
-                # A process of the session that kept its stdout would hold the pipe open.
-                if exited_at is not None and time.monotonic() - exited_at > 5.0:
+        try:
+            while True:
+                if time.monotonic() - last_census >= CENSUS_EVERY_S:
+                    now = cleanup.Census(cleanup.descendants(process.pid))
+                    counted = cleanup.merge(counted, now)
+                    last_census = time.monotonic()
+                try:
+                    line = lines.get(timeout=0.5)
+                except queue.Empty:
+                    if exited_at is None and process.poll() is not None:
+                        exited_at = time.monotonic()
+                    # A process of the session that kept its stdout would hold the pipe open.
+                    if exited_at is not None and time.monotonic() - exited_at > 5.0:
+                        break
+                    if time.monotonic() > deadline:
+                        status = "hung"
+                        detail = (
+                            f"the shutdown took over {shutdown_timeout_s:.0f} s"
+                            if len(reports) == faults
+                            else f"the session overran {timeout_s:.0f} s"
+                        )
+                        break
+                    continue
+                if line is None:
                     break
-                if time.monotonic() > deadline:
+                if line.startswith(REPORT_PREFIX):
+                    reports.append(FaultReport.model_validate_json(line[len(REPORT_PREFIX) :]))
+                    if on_report is not None:
+                        on_report(reports[-1])
+                    if len(reports) == faults:
+                        # Every fault reported: the shutdown is left, with its own deadline.
+                        deadline = min(deadline, time.monotonic() + shutdown_timeout_s)
+                elif line.startswith(HUNG_PREFIX):
+                    hung = json.loads(line[len(HUNG_PREFIX) :])
                     status = "hung"
-                    detail = (
-                        f"the shutdown took over {shutdown_timeout_s:.0f} s"
-                        if len(reports) == faults
-                        else f"the session overran {timeout_s:.0f} s"
-                    )
-                    break
-                continue
-            if line is None:
-                break
-            if line.startswith(REPORT_PREFIX):
-                reports.append(FaultReport.model_validate_json(line[len(REPORT_PREFIX) :]))
-                if on_report is not None:
-                    on_report(reports[-1])
-                if len(reports) == faults:
-                    # Every fault reported: what is left is the shutdown, with its own deadline.
-                    deadline = min(deadline, time.monotonic() + shutdown_timeout_s)
-            elif line.startswith(HUNG_PREFIX):
-                hung = json.loads(line[len(HUNG_PREFIX) :])
-                status = "hung"
-                detail = f"{hung['fault']}: {hung['phase']} (no end after {hung['after_s']} s)"
-        if process.poll() is None:
-            process.kill()
-        code = process.wait(timeout=30)
-        ended, _ = cleanup.clean_up(counted, grace_s=10.0)
+                    detail = f"{hung['fault']}: {hung['phase']} (no end after {hung['after_s']} s)"
+        finally:
+            # On an interrupt of the command too: no process of the session outlives it.
+            if process.poll() is None:
+                process.kill()
+            code = process.wait(timeout=30)
+            ended, _ = cleanup.clean_up(counted, grace_s=10.0)
         if status == "completed" and (code != 0 or len(reports) != faults):
             log.seek(0)
             status, detail = "failed", f"exit {code}: " + log.read()[-1500:]
