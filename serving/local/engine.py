@@ -39,6 +39,7 @@ from ray.llm._internal.serve.core.engine.protocol import LLMEngine
 from ray.llm._internal.serve.core.protocol import RawRequestInfo
 
 from serving.local.engine_metrics import EngineMetrics
+from serving.local.simulation import FINGERPRINT_PREFIX as FINGERPRINT_PREFIX
 from serving.local.simulation import (
     PrefixCache,
     SimulationSettings,
@@ -51,7 +52,6 @@ ENGINE_CLASS = "serving.local.engine:SimulatedEngine"
 # vLLM's default when a request names no max_tokens is "the rest of the context"; a simulation
 # that streams placeholder words has no reason to run that long.
 DEFAULT_MAX_TOKENS = 16
-FINGERPRINT_PREFIX = "sim-"
 
 
 class SimulatedRequestError(Exception):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import random
 import re
 import threading
@@ -24,6 +23,8 @@ import httpx
 from pydantic import Field
 
 from serving.frozen import Frozen
+
+from serving.local.simulation import FINGERPRINT_PREFIX
 
 Outcome = Literal["completed", "refused", "cut", "hung"]
 
@@ -104,12 +105,7 @@ class InFlight:
             return top[0][0] if top and top[0][1] > 0 else None
 
 
-@functools.cache
-def _fingerprint() -> re.Pattern[str]:
-    """The replica id in a simulated engine's chunk (imported late: the engine imports Ray)."""
-    from serving.local.engine import FINGERPRINT_PREFIX
-
-    return re.compile(rf'"system_fingerprint":\s*"{re.escape(FINGERPRINT_PREFIX)}([^"]+)"')
+_FINGERPRINT = re.compile(rf'"system_fingerprint":\s*"{re.escape(FINGERPRINT_PREFIX)}([^"]+)"')
 
 
 async def stream_one(
@@ -139,7 +135,7 @@ async def stream_one(
                         outcome="completed", status=status, tokens=tokens, start_s=start,
                         end_s=time.monotonic() - origin, replica=replica, after_fault=after_fault,
                     )  # fmt: skip
-                if replica is None and (found := _fingerprint().search(line)):
+                if replica is None and (found := _FINGERPRINT.search(line)):
                     replica = found.group(1)
                     if in_flight is not None:
                         in_flight.add(replica, 1)

@@ -4,13 +4,15 @@ HAProxy's settings when it starts), and answers for how each one ended.
 A session ends `completed` (every fault reported and the process gone), `hung` (its watchdog
 named the fault and step that overran, or the session overran its own deadline) or `failed`
 (the process exited with an error; the tail of its log says which). The runner counts every
-process below the session while it runs, so whatever outlives it (a raylet, a GCS, an HAProxy,
-a Redis) is ended and counted in `left_behind`: a clean session leaves none.
+process of the session while it runs (`serving.local.cleanup.RunCensus`), so whatever outlives
+it (a raylet, a GCS, an HAProxy, a Redis) is ended and counted in `left_behind`: a clean
+session leaves none.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -34,6 +36,8 @@ SessionStatus = Literal["completed", "hung", "failed"]
 # Ray's shutdown after the last report: longer is a hang of the shutdown.
 SHUTDOWN_TIMEOUT_S = 120.0
 CENSUS_EVERY_S = 2.0
+# A session's process, told to stop (a hang), is killed with its process group after this.
+STOP_TIMEOUT_S = 20.0
 
 
 class SessionOutcome(Frozen):
@@ -112,56 +116,56 @@ def watch(
     reports: list[FaultReport] = []
     status: SessionStatus = "completed"
     detail = ""
+    run = cleanup.RunCensus()
     with tempfile.TemporaryFile(mode="w+") as log:
-        process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=log, text=True)
-        counted = cleanup.Census()
+        process = subprocess.Popen(
+            list(command), stdout=subprocess.PIPE, stderr=log, text=True,
+            env=os.environ | run.environment, start_new_session=True,
+        )  # fmt: skip
         lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=_lines, args=(process.stdout, lines), daemon=True).start()
         deadline = began + timeout_s
-        last_census = 0.0
         exited_at: float | None = None
         try:
-            while True:
-                if time.monotonic() - last_census >= CENSUS_EVERY_S:
-                    now = cleanup.Census(cleanup.descendants(process.pid))
-                    counted = cleanup.merge(counted, now)
-                    last_census = time.monotonic()
-                try:
-                    line = lines.get(timeout=0.5)
-                except queue.Empty:
-                    if exited_at is None and process.poll() is not None:
-                        exited_at = time.monotonic()
-                    # A process of the session that kept its stdout would hold the pipe open.
-                    if exited_at is not None and time.monotonic() - exited_at > 5.0:
+            with run.watching(CENSUS_EVERY_S):
+                while True:
+                    try:
+                        line = lines.get(timeout=0.5)
+                    except queue.Empty:
+                        if exited_at is None and process.poll() is not None:
+                            exited_at = time.monotonic()
+                        # A process of the session that kept its stdout holds the pipe open.
+                        if exited_at is not None and time.monotonic() - exited_at > 5.0:
+                            break
+                        if time.monotonic() > deadline:
+                            status = "hung"
+                            detail = (
+                                f"the shutdown took over {shutdown_timeout_s:.0f} s"
+                                if len(reports) == faults
+                                else f"the session overran {timeout_s:.0f} s"
+                            )
+                            break
+                        continue
+                    if line is None:
                         break
-                    if time.monotonic() > deadline:
+                    if line.startswith(REPORT_PREFIX):
+                        reports.append(FaultReport.model_validate_json(line[len(REPORT_PREFIX) :]))
+                        if on_report is not None:
+                            on_report(reports[-1])
+                        if len(reports) == faults:
+                            # Every fault reported: the shutdown is left, with its own deadline.
+                            deadline = min(deadline, time.monotonic() + shutdown_timeout_s)
+                    elif line.startswith(HUNG_PREFIX):
+                        hung = json.loads(line[len(HUNG_PREFIX) :])
                         status = "hung"
                         detail = (
-                            f"the shutdown took over {shutdown_timeout_s:.0f} s"
-                            if len(reports) == faults
-                            else f"the session overran {timeout_s:.0f} s"
+                            f"{hung['fault']}: {hung['phase']} (no end after {hung['after_s']} s)"
                         )
-                        break
-                    continue
-                if line is None:
-                    break
-                if line.startswith(REPORT_PREFIX):
-                    reports.append(FaultReport.model_validate_json(line[len(REPORT_PREFIX) :]))
-                    if on_report is not None:
-                        on_report(reports[-1])
-                    if len(reports) == faults:
-                        # Every fault reported: the shutdown is left, with its own deadline.
-                        deadline = min(deadline, time.monotonic() + shutdown_timeout_s)
-                elif line.startswith(HUNG_PREFIX):
-                    hung = json.loads(line[len(HUNG_PREFIX) :])
-                    status = "hung"
-                    detail = f"{hung['fault']}: {hung['phase']} (no end after {hung['after_s']} s)"
         finally:
             # On an interrupt of the command too: no process of the session outlives it.
-            if process.poll() is None:
-                process.kill()
-            code = process.wait(timeout=30)
-            ended, _ = cleanup.clean_up(counted, grace_s=10.0)
+            cleanup.stop(process, timeout_s=STOP_TIMEOUT_S)
+            code = process.returncode
+            ended, _ = cleanup.clean_up(run.take(), grace_s=10.0)
         if status == "completed" and (code != 0 or len(reports) != faults):
             log.seek(0)
             status, detail = "failed", f"exit {code}: " + log.read()[-1500:]

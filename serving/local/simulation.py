@@ -41,6 +41,9 @@ SETTINGS_ENV = "SERVESTACK_SIMULATION"
 DEFAULT_BLOCK_TOKENS = 16
 # Batch size at which the decode-step slope is measured from the planner.
 SLOPE_BATCH = 64
+# Each chunk's `system_fingerprint` is this and the replica's id, so a client sees which replica
+# served it.
+FINGERPRINT_PREFIX = "sim-"
 
 
 class SimulationSettings(Frozen):
