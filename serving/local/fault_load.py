@@ -23,7 +23,6 @@ import httpx
 from pydantic import Field
 
 from serving.frozen import Frozen
-
 from serving.local.simulation import FINGERPRINT_PREFIX
 
 Outcome = Literal["completed", "refused", "cut", "hung"]
