@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from serving.local.bench import WorkloadReport
+from serving.top import queue_ms
 
 
 def _ms(value: float | None) -> str:
@@ -34,7 +35,10 @@ def print_bench(
     table.add_column("configuration")
     for column in ("req/s", "out tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"):
         table.add_column(column + (" ms" if " p" in column else ""), justify="right")
+    # From the engine's metrics, as the dashboard shows them (the hit rate from the responses'
+    # usage where the engine exports none).
     table.add_column("cache hit", justify="right")
+    table.add_column("queued p99 ms", justify="right")
     table.add_column("requests per replica")
     table.add_column("busiest/idlest", justify="right")
     table.add_column("failed", justify="right")
@@ -49,6 +53,7 @@ def print_bench(
             _ms(report.itl_s.p50),
             _ms(report.itl_s.p99),
             f"{report.cache_hit_rate:.2f}",
+            queue_ms(report.engine_metrics.queue_p99_s if report.engine_metrics else None),
             " ".join(str(n) for n in report.requests_per_replica.values()),
             "—" if report.busiest_over_idlest is None else f"{report.busiest_over_idlest:.2f}",
             str(report.failed),

@@ -45,7 +45,8 @@ app = typer.Typer(
 )
 # Piped output (CI logs, files) has no terminal width to follow; rich would assume 80 columns
 # and fold the plan's table.
-console = Console() if sys.stdout.isatty() else Console(width=110)
+PIPED_WIDTH = 110
+console = Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
 errors = Console(stderr=True, soft_wrap=True)
 
 
@@ -386,6 +387,12 @@ def bench_command(
             help="Only these workloads: decode-heavy, prefill-heavy, multi-prompt, hot-prompt."
         ),
     ] = None,
+    only_variants: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--variant", help="Only these configurations, e.g. fast-paths-on/power-of-two."
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option(help="Output directory. [default: bench/MODEL]")
     ] = None,
@@ -445,7 +452,16 @@ def bench_command(
         v.model_copy(update={"workloads": tuple(w for w in v.workloads if w in workloads)})
         for v in candidates
     ]
-    variants = [v for v in variants if v.workloads]
+    named = [v.name for v in candidates]
+    for name in only_variants or []:
+        if name not in named:
+            raise ServestackError(
+                "command line", "--variant", f"no configuration '{name}'",
+                unknown_key_fix(name, named, "configurations"),
+            )  # fmt: skip
+    variants = [
+        v for v in variants if v.workloads and (not only_variants or v.name in only_variants)
+    ]
     runs = sum(len(v.workloads) for v in variants)
     spec_of = {v.name: spec for v in variants}
     ideal: dict[str, float] = {}

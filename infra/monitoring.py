@@ -162,6 +162,7 @@ def model_panels(model: CompiledModel) -> list[Panel]:
     eng, serve, edge = _engine_match(spec), _serve_match(spec), _edge_match(spec)
     ttft = engine("vllm:time_to_first_token_seconds")
     itl = engine("vllm:inter_token_latency_seconds")
+    queue = engine("vllm:request_queue_time_seconds")
     return [
         Panel(
             "Edge requests/s by code", {"{{code}}": _rate(metrics.HAPROXY_RESPONSES, edge, "code")}
@@ -187,6 +188,11 @@ def model_panels(model: CompiledModel) -> list[Panel]:
                 "running": f"sum({engine('vllm:num_requests_running')}{{{eng}}})",
                 "waiting": f"sum({engine('vllm:num_requests_waiting')}{{{eng}}})",
             },
+        ),
+        Panel(
+            "Queue time",
+            {"p50": _quantile(0.5, queue, eng), "p99": _quantile(0.99, queue, eng)},
+            "s",
         ),
         Panel(
             "KV-cache usage (fullest replica)",

@@ -13,6 +13,12 @@ How a name reaches Prometheus:
 - HAProxy's own Prometheus exporter (Ray Serve's HAProxy and the cluster edge, both HAProxy)
   names its families `haproxy_<scope>_<name>`.
 - KubeRay's operator exports `kuberay_<name>`; GKE's managed DCGM exporter `DCGM_FI_<name>`.
+
+What Ray 2.56.1's exporter does to them (ray/_private/telemetry/
+open_telemetry_metric_recorder.py): a gauge appears only in the first scrape after a process
+pushed it (it is cleared once read), and a histogram is re-recorded from its bucket counts, so
+its `_sum` is made of bucket midpoints. So no query divides a histogram's `_sum` by its
+`_count`: percentiles come from the buckets.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ ITL_BUCKETS_S = (
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
     40.0, 80.0,
 )  # fmt: skip
-E2E_BUCKETS_S = (
+# vLLM's `request_latency_buckets`: end-to-end, queue, prefill, decode and inference times.
+REQUEST_LATENCY_BUCKETS_S = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
     240.0, 480.0, 960.0, 1920.0, 7680.0,
 )  # fmt: skip
@@ -95,7 +102,11 @@ ENGINE_METRICS = {
         ),
         EngineMetric(
             "vllm:e2e_request_latency_seconds", "histogram", "End-to-end request latency.",
-            E2E_BUCKETS_S,
+            REQUEST_LATENCY_BUCKETS_S,
+        ),
+        EngineMetric(
+            "vllm:request_queue_time_seconds", "histogram",
+            "Time spent in WAITING phase for request.", REQUEST_LATENCY_BUCKETS_S,
         ),
     )
 }  # fmt: skip

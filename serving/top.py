@@ -3,8 +3,9 @@
 It scrapes Prometheus text from metrics endpoints (a local run's, found through
 `serving.local.observed`, or any URL: a port-forwarded Ray head's :8080/metrics), keeps the
 previous scrape, and turns the difference into the figures the dashboard draws: requests/s,
-output tokens/s, TTFT and inter-token p50/p99, running and waiting requests, KV-cache usage and
-prefix-cache hit rate. Metric names come from `serving.metrics`, as the dashboard's do.
+output tokens/s, TTFT and inter-token p50/p99, queue time p99, running and waiting requests,
+KV-cache usage and prefix-cache hit rate. Metric names come from `serving.metrics`, as the
+dashboard's do. `serving.local.bench` reads a run's figures with the same arithmetic.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 from rich.table import Table
 
-from serving.metrics import engine
+from serving.metrics import REQUEST_LATENCY_BUCKETS_S, engine
 
 # (series name, sorted labels) -> value
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -100,6 +101,7 @@ class ModelFigures:
     ttft_p99_s: float | None
     itl_p50_s: float | None
     itl_p99_s: float | None
+    queue_p99_s: float | None  # time waited for a batch; vLLM's buckets start at 0.3 s
     running: float
     waiting: float
     kv_cache_usage: float
@@ -124,11 +126,18 @@ def figures(before: Snapshot, after: Snapshot) -> list[ModelFigures]:
     done = rate(engine("vllm:request_success"))
     tokens = rate(engine("vllm:generation_tokens"))
     hits, asked = rate(engine("vllm:prefix_cache_hits")), rate(engine("vllm:prefix_cache_queries"))
+    queue = window(engine("vllm:request_queue_time_seconds"))
     ttft = window(engine("vllm:time_to_first_token_seconds"))
     itl = window(engine("vllm:inter_token_latency_seconds"))
-    running = _by_model(after.samples, engine("vllm:num_requests_running"))
-    waiting = _by_model(after.samples, engine("vllm:num_requests_waiting"))
-    kv = _max_by_model(after.samples, engine("vllm:kv_cache_usage_perc"))
+
+    def gauge(name: str, pick: Callable[[Samples, str], dict[str, float]]) -> dict[str, float]:
+        # Ray's exporter shows a gauge only in the first scrape after a process pushed it, so
+        # one absent from this scrape (read by another scraper first) keeps the last value.
+        return pick(before.samples, name) | pick(after.samples, name)
+
+    running = gauge(engine("vllm:num_requests_running"), _by_model)
+    waiting = gauge(engine("vllm:num_requests_waiting"), _by_model)
+    kv = gauge(engine("vllm:kv_cache_usage_perc"), _max_by_model)
     models = sorted(set(running) | set(done) | set(ttft))
     return [
         ModelFigures(
@@ -139,6 +148,7 @@ def figures(before: Snapshot, after: Snapshot) -> list[ModelFigures]:
             ttft_p99_s=quantile(0.99, ttft.get(model, {})),
             itl_p50_s=quantile(0.5, itl.get(model, {})),
             itl_p99_s=quantile(0.99, itl.get(model, {})),
+            queue_p99_s=quantile(0.99, queue.get(model, {})),
             running=running.get(model, 0.0),
             waiting=waiting.get(model, 0.0),
             kv_cache_usage=kv.get(model, 0.0),
@@ -153,6 +163,14 @@ def _ms(seconds: float | None) -> str:
     return "—" if seconds is None else f"{seconds * 1e3:,.1f}"
 
 
+def queue_ms(seconds: float | None) -> str:
+    """A queue-time quantile in milliseconds; inside vLLM's first bucket only its bound is
+    known (Prometheus would interpolate a figure the data cannot tell)."""
+    if seconds is not None and seconds <= REQUEST_LATENCY_BUCKETS_S[0]:
+        return f"<{REQUEST_LATENCY_BUCKETS_S[0] * 1e3:g}"
+    return _ms(seconds)
+
+
 def table(rows: Iterable[ModelFigures], title: str) -> Table:
     """The figures as one rich table, a row per model; latencies in milliseconds."""
     rows = list(rows)
@@ -160,13 +178,14 @@ def table(rows: Iterable[ModelFigures], title: str) -> Table:
     view.add_column("model", no_wrap=True, min_width=max([5, *(len(r.model) for r in rows)]))
     for header in (
         "req/s", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms",
-        "run", "wait", "KV cache", "prefix hit",
+        "queue p99 ms", "run", "wait", "KV cache", "prefix hit",
     ):  # fmt: skip
         view.add_column(header, justify="right")
     for row in rows:
         view.add_row(
             row.model, f"{row.requests_per_s:,.2f}", f"{row.output_tokens_per_s:,.0f}",
             _ms(row.ttft_p50_s), _ms(row.ttft_p99_s), _ms(row.itl_p50_s), _ms(row.itl_p99_s),
+            queue_ms(row.queue_p99_s),
             f"{row.running:g}", f"{row.waiting:g}", f"{row.kv_cache_usage:.0%}",
             "—" if row.prefix_hit_rate is None else f"{row.prefix_hit_rate:.2f}",
         )  # fmt: skip

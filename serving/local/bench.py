@@ -7,6 +7,11 @@ sends the same requests to each over loopback and measures what a client sees: r
 throughput, output tokens/s, time to first token, inter-token latency. The simulated engine
 reports which replica served a request and how many prompt tokens hit its prefix cache.
 
+The engine's own metrics, scraped from the run's Ray before and after the load, give what the
+dashboard and `servestack top` show for the same requests (`serving.top`'s arithmetic):
+prefix-cache hit rate, time queued for a batch, TTFT percentiles as Prometheus interpolates
+them. The report's hit rate is the engine's wherever it exports metrics.
+
 Numbers are from a simulated engine on a CPU: they measure Ray Serve's side of serving (proxy,
 routing, streaming) under the planner's engine timings, not a GPU.
 """
@@ -33,6 +38,7 @@ from serving.cache_report import REPLICA_HEADER
 from serving.frozen import Frozen
 from serving.local import cleanup
 from serving.local.app import Engine
+from serving.local.bench_metrics import EngineFigures, figures_after, metrics_urls, settled
 from serving.local.progress import QUIET, STATE_PREFIX, RunProgress
 from serving.local.runtime import READY_PREFIX
 from serving.local.simulation import SimulationSettings
@@ -112,7 +118,12 @@ class WorkloadReport(Frozen):
     output_tokens_per_s: float
     ttft_s: Percentiles
     itl_s: Percentiles
-    cache_hit_rate: float = Field(description="Cached prompt tokens / prompt tokens.")
+    cache_hit_rate: float = Field(
+        description="Prefix-cache hit rate: the engine's metrics' where there are some, else "
+        "cached prompt tokens / prompt tokens as the responses' usage reports them."
+    )
+    client_cache_hit_rate: float = Field(description="Cached / prompt tokens, from usage.")
+    engine_metrics: EngineFigures | None = None
     requests_per_replica: dict[str, int]
     busiest_over_idlest: float | None = Field(
         description="Requests on the busiest replica over those on the idlest; None when some "
@@ -315,12 +326,14 @@ def summarize(
     results: Sequence[RequestResult],
     duration_s: float,
     replicas: int,
+    engine_metrics: EngineFigures | None = None,
 ) -> WorkloadReport:
     done = [r for r in results if r.ok]
     prompt = sum(r.prompt_tokens for r in done)
     per_replica = Counter(r.replica or "?" for r in done)
     counts = sorted(per_replica.values())
     spread = counts[-1] / counts[0] if counts and len(counts) >= replicas else None
+    client_hit_rate = sum(r.cached_tokens for r in done) / prompt if prompt else 0.0
     return WorkloadReport(
         variant=variant,
         workload=workload,
@@ -331,7 +344,13 @@ def summarize(
         output_tokens_per_s=sum(r.output_tokens for r in done) / duration_s if duration_s else 0.0,
         ttft_s=_percentiles([r.ttft_s for r in done if r.ttft_s is not None]),
         itl_s=_percentiles([gap for r in done for gap in r.token_gaps_s]),
-        cache_hit_rate=sum(r.cached_tokens for r in done) / prompt if prompt else 0.0,
+        cache_hit_rate=(
+            engine_metrics.prefix_hit_rate
+            if engine_metrics is not None and engine_metrics.prefix_hit_rate is not None
+            else client_hit_rate
+        ),
+        client_cache_hit_rate=client_hit_rate,
+        engine_metrics=engine_metrics,
         requests_per_replica=dict(per_replica.most_common()),
         busiest_over_idlest=spread,
         errors=sorted({r.error for r in results if r.error})[:3],
@@ -524,9 +543,13 @@ def run_variant(
                 name="decode-heavy", input_tokens=8, output_tokens=4,
                 requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
             )  # fmt: skip
-            asyncio.run(
+            warmed, _ = asyncio.run(
                 run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS)
             )
+            # The engine's counters once the warm-up shows in them: the load's figures are
+            # what changes from here.
+            urls = metrics_urls(endpoint)
+            before = settled(urls, spec.name, sum(r.ok for r in warmed)) if urls else None
             progress.ready()
             results, duration = asyncio.run(
                 run_load(
@@ -536,7 +559,8 @@ def run_variant(
                     progress.request_done,
                 )
             )
+            figures = figures_after(urls, spec.name, before, sum(r.ok for r in results))
             progress.stopping()
         progress.stopped()
-        reports.append(summarize(variant.name, name, results, duration, replicas))
+        reports.append(summarize(variant.name, name, results, duration, replicas, figures))
     return reports

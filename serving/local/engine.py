@@ -104,6 +104,7 @@ class SimulatedEngine(LLMEngine):
             self.metrics = EngineMetrics(
                 self.model_id, self.steps.queue_lengths, self.settings.cache_tokens
             )
+            self.steps.on_scheduled = self.metrics.scheduled
 
     async def check_health(self) -> None:
         return None

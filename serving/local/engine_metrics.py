@@ -79,6 +79,10 @@ class EngineMetrics:
             self.refresh_queue()
             await asyncio.sleep(GAUGE_REFRESH_S)
 
+    def scheduled(self, waited_s: float) -> None:
+        """A request left the waiting queue for a running batch after `waited_s`."""
+        self._observe("vllm:request_queue_time_seconds", waited_s)
+
     def admitted(self, prompt_tokens: int, cached_tokens: int) -> None:
         self._counter("vllm:prefix_cache_queries", prompt_tokens)
         self._counter("vllm:prefix_cache_hits", cached_tokens)

@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pydantic import Field
@@ -219,6 +220,7 @@ class _Sequence:
     """One request inside the step loop: prompt tokens still to prefill, tokens to emit."""
 
     def __init__(self, prefill_tokens: int, max_tokens: int) -> None:
+        self.queued_s = time.monotonic()
         self.prefill_left = prefill_tokens
         self.output_left = max_tokens
         self.emitted: asyncio.Queue[int] = asyncio.Queue()
@@ -244,6 +246,8 @@ class StepLoop:
         self._waiting: list[_Sequence] = []
         self._scheduled: list[_Sequence] = []
         self._task: asyncio.Task[None] | None = None
+        # Told how long each sequence waited before it was scheduled (vLLM's queue time).
+        self.on_scheduled: Callable[[float], None] | None = None
         self.steps = 0
         self.simulated_s = 0.0
 
@@ -276,6 +280,8 @@ class StepLoop:
             self._waiting = [s for s in self._waiting if not s.cancelled]
             while self._waiting and len(self._scheduled) < settings.max_num_seqs:
                 self._scheduled.append(self._waiting.pop(0))
+                if self.on_scheduled is not None:
+                    self.on_scheduled(time.monotonic() - self._scheduled[-1].queued_s)
             if not self._scheduled:
                 return
             decoding = [s for s in self._scheduled if not s.prefill_left]

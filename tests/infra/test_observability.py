@@ -33,7 +33,7 @@ from infra.monitoring import (
     queries,
 )
 from infra.platform import compile_stack, plan_platform
-from serving.metrics import known_series, metric_names
+from serving.metrics import FAMILIES, known_series, metric_names
 
 CRDS = Path(__file__).parent / "crds"
 STACKS = ["dev", "prod"]
@@ -45,6 +45,7 @@ MODEL_PANELS = {
     "Inter-token latency",
     "Output tokens/s",
     "Requests running and waiting",
+    "Queue time",
     "KV-cache usage (fullest replica)",
     "Prefix-cache hit rate",
     "Replicas (running, target; line: max)",
@@ -285,6 +286,14 @@ class TestEveryQueryNamesAnExportedMetric:
             names = metric_names(query)
             assert names, query
             assert names <= set(known), f"{query} names {sorted(names - set(known))}"
+
+    def test_no_query_reads_a_histograms_sum(self) -> None:
+        """Ray re-records histograms from their buckets: a `_sum` is bucket midpoints."""
+        loaded = load_stack("prod", REPO)
+        histograms = {f.name for f in FAMILIES.values() if f.kind == "histogram"}
+        for query in queries(list(compile_stack(loaded).values()), {}):
+            names = metric_names(query)
+            assert not {n for n in names if n.endswith("_sum") and n[:-4] in histograms}, query
 
     def test_a_query_naming_an_unexported_metric_is_caught(self) -> None:
         query = 'sum(rate(ray_vllm_time_to_first_token_bucket{model_name="m"}[5m]))'

@@ -21,7 +21,8 @@ def _report(variant: int, workload: str, scale: float) -> WorkloadReport:
             "output_tokens_per_s": 500.0 * scale,
             "ttft_s": {"p50": 0.020 * scale, "p90": 0.030 * scale, "p99": 0.050 * scale},
             "itl_s": {"p50": 0.004 * scale, "p90": 0.006 * scale, "p99": 0.009 * scale},
-            "cache_hit_rate": 0.3 * scale, "requests_per_replica": {"a": 12, "b": 12},
+            "cache_hit_rate": 0.3 * scale, "client_cache_hit_rate": 0.3 * scale,
+            "requests_per_replica": {"a": 12, "b": 12},
             "busiest_over_idlest": 1.0,
         }
     )  # fmt: skip

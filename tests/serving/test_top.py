@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from serving.metrics import engine
-from serving.top import Snapshot, figures, parse, quantile
+from serving.top import Snapshot, figures, parse, quantile, queue_ms
 
 
 def exposition(requests: int, tokens: int, ttft_under_100ms: int, ttft_total: int) -> str:
@@ -47,3 +47,19 @@ def test_quantile_interpolates_inside_a_bucket_as_prometheus_does() -> None:
     buckets = {0.1: 0.0, 0.2: 10.0, float("inf"): 10.0}
     assert quantile(0.5, buckets) == pytest.approx(0.15)
     assert quantile(0.99, {0.1: 0.0, float("inf"): 0.0}) is None
+
+
+def test_a_gauge_read_by_another_scraper_keeps_its_last_value() -> None:
+    """Ray clears a gauge once scraped: a scrape without it shows the previous one's."""
+    before = Snapshot(10.0, parse(exposition(100, 1000, 50, 100)))
+    without_gauge = "\n".join(
+        line for line in exposition(120, 1600, 60, 120).splitlines() if "num_requests" not in line
+    )
+    (row,) = figures(before, Snapshot(12.0, parse(without_gauge + "\n")))
+    assert row.running == 5
+
+
+def test_a_queue_time_inside_vllms_first_bucket_shows_only_its_bound() -> None:
+    assert queue_ms(0.297) == "<300"
+    assert queue_ms(0.45) == "450.0"
+    assert queue_ms(None) == "—"
