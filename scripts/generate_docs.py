@@ -2,8 +2,9 @@
 (`policies.pack.POLICIES`), the fast-path table (`serving.fast_paths.FAST_PATHS`), the
 planner's error against the held-back published runs (`tests/calibration_set.py`), the
 shipped profiles' autoscaling knobs (`serving.autoscaling.knobs_table`), the dashboard's
-panels, the alert policies and the metric catalog (`infra.monitoring`, `serving.metrics`), and
-the committed fault run's report (`docs/faults/faults.json`, written by `servestack faults`).
+panels, the alert policies and the metric catalog (`infra.monitoring`, `serving.metrics`),
+the committed fault run's report (`docs/faults/faults.json`, written by `servestack faults`),
+and `servestack top`'s table (`serving.top.table`) over figures a live run showed.
 
     .venv/bin/python scripts/generate_docs.py          # rewrite README.md's marked regions
     .venv/bin/python scripts/generate_docs.py --check  # exit 1 if any region has drifted
@@ -14,6 +15,8 @@ tests/test_docs.py runs the check in CI.
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -108,7 +111,23 @@ def fault_run() -> str:
     return markdown_report(run, FAULT_RUN)
 
 
+def top_capture() -> str:
+    """`servestack top`'s table as the CLI prints it piped, for the figures one live run showed
+    (docs/top/capture.json: recorded from the metric-existence test's run)."""
+    from rich.console import Console
+
+    from infra.cli import PIPED_WIDTH
+    from serving.top import ModelFigures, table
+
+    capture = json.loads((ROOT / "docs" / "top" / "capture.json").read_text())
+    console = Console(width=PIPED_WIDTH, record=True, file=io.StringIO())
+    console.print(table([ModelFigures(**row) for row in capture["rows"]], capture["title"]))
+    text = "\n".join(line.rstrip() for line in console.export_text().splitlines())
+    return f"```console\n$ {capture['command']}\n{text}\n```"
+
+
 REGIONS: dict[str, Callable[[], str]] = {
+    "top": top_capture,
     "dashboard-panels": dashboard_panels,
     "alerts": alerts_table,
     "metrics": metrics_table,

@@ -700,3 +700,11 @@ def test_recommend_leads_with_its_answer_and_shows_at_most_ten_rows(pristine: Pa
         pristine, "plan", "prod", "--recommend", "llama-3.3-70b-fp8", "--json"
     ).stdout))  # fmt: skip
     assert "refused [" in every.stdout
+
+
+def test_an_unknown_bench_configuration_is_named_with_the_nearest_one(pristine: Path) -> None:
+    result = run(pristine, "bench", "--local", "--variant", "fast-paths-on/power-of-tow")
+    assert result.returncode == 2
+    assert "--variant" in result.stderr
+    assert "did you mean 'fast-paths-on/power-of-two'" in result.stderr
+    assert "Traceback" not in result.stderr
