@@ -6,9 +6,13 @@ a test reads those definitions in the installed Ray 2.56.1 and vLLM 0.22.0, and 
 the local data plane and finds every name the local plane can export.
 
 How a name reaches Prometheus:
-- vLLM's `vllm:<name>` metrics, with `log_engine_metrics` on, go through Ray's metrics
-  (`vllm/v1/metrics/ray_wrappers.py` swaps ':' for '_'), and Ray's exporter prefixes `ray_`:
+- vLLM's `vllm:<name>` metrics, with `log_engine_metrics` on, go through Ray's metrics (Ray
+  Serve LLM hands vLLM its `RayPrometheusStatLogger`, ray/llm/_internal/serve/engines/vllm/
+  vllm_engine.py; `vllm/v1/metrics/ray_wrappers.py` swaps ':' for '_'), and Ray's exporter
+  prefixes `ray_` (`NAMESPACE` in ray/_private/telemetry/open_telemetry_metric_recorder.py):
   `vllm:time_to_first_token_seconds` is scraped as `ray_vllm_time_to_first_token_seconds`.
+  tests/serving/test_metrics.py reads each of those in the installed Ray 2.56.1 and vLLM
+  0.22.0; the live tests scrape the names from the simulated engine and from vLLM itself.
 - Ray Serve's `serve_<name>` metrics (`ray.util.metrics`) are scraped as `ray_serve_<name>`.
 - HAProxy's own Prometheus exporter (Ray Serve's HAProxy and the cluster edge, both HAProxy)
   names its families `haproxy_<scope>_<name>`.

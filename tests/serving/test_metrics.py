@@ -1,6 +1,7 @@
 """The metric catalog against the exporters' own source: each vLLM engine metric is defined in
 the installed vLLM 0.22.0 with the name, labels and buckets the catalog (and so the simulated
-engine) uses, and each Ray Serve metric in the Ray 2.56.1 file the catalog cites."""
+engine) uses, and each Ray Serve metric in the Ray 2.56.1 file the catalog cites; Ray Serve LLM
+hands vLLM Ray's stat logger, whose names Ray's exporter prefixes as the catalog says."""
 
 from __future__ import annotations
 
@@ -71,6 +72,22 @@ def test_rays_wrapper_renames_vllms_metrics_as_the_catalog_does() -> None:
         sanitized = RayPrometheusMetric._get_sanitized_opentelemetry_name(metric.vllm_name)
         assert metric.ray_name == sanitized
         assert metric.scraped.startswith(RAY_PREFIX + sanitized)
+
+
+def test_ray_serve_llm_hands_vllm_rays_stat_logger_when_engine_metrics_are_on() -> None:
+    """How vLLM's metrics reach Ray's export at all (Ray 2.56.1's vLLM engine wrapper)."""
+    source = _source("ray.llm._internal.serve.engines.vllm.vllm_engine").read_text()
+    switched = source.split("if self.llm_config.log_engine_metrics:", 1)[1][:600]
+    assert "custom_stat_loggers = [RayPrometheusStatLogger]" in switched
+
+
+def test_rays_exporter_prefixes_every_name_as_the_catalog_does() -> None:
+    """Ray 2.56.1 registers each metric with Prometheus as `<NAMESPACE>_<name>`."""
+    from ray._private.telemetry import open_telemetry_metric_recorder as recorder
+
+    assert f"{recorder.NAMESPACE}_" == RAY_PREFIX
+    source = Path(recorder.__file__).read_text()
+    assert 'name=f"{NAMESPACE}_{name}"' in source
 
 
 @pytest.mark.parametrize(
