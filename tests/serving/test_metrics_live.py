@@ -28,7 +28,7 @@ from cli_support import servestack_command
 
 from infra.config import load_stack
 from infra.monitoring import _quantile, gpu_node_minimums, queries
-from infra.platform import plan_platform
+from infra.platform import compile_stack, plan_platform
 from serving.local.observed import ObservedRun, running
 from serving.metrics import (
     ENGINE_METRICS,
@@ -160,7 +160,7 @@ def _dashboard_and_alerts() -> list[str]:
     for stack in STACKS:
         loaded = load_stack(stack, REPO)
         minimums = gpu_node_minimums(plan_platform(loaded).gpu_pools)
-        found += queries(list(loaded.profiles.values()), minimums)
+        found += queries(list(compile_stack(loaded).values()), minimums)
     return found
 
 
