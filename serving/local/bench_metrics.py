@@ -12,17 +12,16 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from serving import top
+from serving.frozen import Frozen
 from serving.local.observed import running
 from serving.metrics import engine as engine_metric
 
 
-class EngineFigures(BaseModel):
+class EngineFigures(Frozen):
     """The engine's metrics over one workload's load, as the dashboard computes them."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     requests: int = Field(description="Requests the engine finished during the load.")
     prefix_hit_rate: float | None = Field(description="Prefix-cache hits / queries, in tokens.")
