@@ -269,3 +269,36 @@ def test_malformed_and_unknown_model_requests_get_openai_errors(running: Running
         running.client.chat.completions.create(
             model="gpt-5", messages=[{"role": "user", "content": "x"}], max_tokens=2
         )
+
+
+def test_the_real_engine_exports_every_engine_metric_the_catalog_names(running: Running) -> None:
+    """vLLM itself, its metrics through Ray Serve LLM's `log_engine_metrics`, scraped from the
+    run's Ray: the names, vLLM's labels and the model's name the dashboard filters on are the
+    ones the simulated engine exports. A request whose prompt is cached streams meanwhile
+    (vLLM sets its gauges only on engine steps, Ray exports a gauge only in the first scrape
+    after it is pushed, and a counter only once it has counted something)."""
+    from serving.local.observed import running as local_runs
+    from serving.metrics import ENGINE_METRICS, FAMILIES, VLLM_LABELS
+    from serving.top import scrape
+
+    (run,) = [r for r in local_runs() if r.endpoint == running.endpoint]
+    # Two KV blocks of prompt, asked twice: the second time hits vLLM's prefix cache.
+    messages = [{"role": "user", "content": "Count slowly. " * (CPU_BLOCK_TOKENS // 2)}]
+    running.client.chat.completions.create(model=MODEL, messages=messages, max_tokens=1)  # type: ignore[arg-type]
+    request = threading.Thread(
+        target=lambda: running.client.chat.completions.create(
+            model=MODEL, messages=messages, max_tokens=64, extra_body=EXACT,  # type: ignore[arg-type]
+        )
+    )  # fmt: skip
+    request.start()
+    labels: dict[str, list[dict[str, str]]] = {}
+    deadline = time.monotonic() + 5
+    while request.is_alive() or time.monotonic() < deadline:
+        for name, label in scrape(run.metrics["ray"]):
+            labels.setdefault(name, []).append(dict(label))
+        time.sleep(0.3)
+    wanted = {s for m in ENGINE_METRICS.values() for s in FAMILIES[m.scraped].series()}
+    assert wanted - set(labels) == set()
+    for name in wanted:
+        assert all(set(VLLM_LABELS) <= set(label) for label in labels[name]), name
+        assert {label["model_name"] for label in labels[name]} == {MODEL}, name
