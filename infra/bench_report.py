@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -18,6 +19,51 @@ def _ms(value: float | None) -> str:
 # Piped output would fold the table at the CLI's 110 columns; a benchmark log is read whole.
 PIPED_WIDTH = 170
 
+# The figures' columns: header (on two lines, keeping the table narrow), right-aligned, latency
+# (or throughput and replicas), the cell.
+Column = tuple[str, bool, bool, Callable[[WorkloadReport], str]]
+COLUMNS: tuple[Column, ...] = (
+    ("req/s", True, False, lambda r: f"{r.requests_per_s:,.2f}"),
+    ("out\ntok/s", True, False, lambda r: f"{r.output_tokens_per_s:,.0f}"),
+    ("TTFT\np50 ms", True, True, lambda r: _ms(r.ttft_s.p50)),
+    ("TTFT\np99 ms", True, True, lambda r: _ms(r.ttft_s.p99)),
+    ("ITL\np50 ms", True, True, lambda r: _ms(r.itl_s.p50)),
+    ("ITL\np99 ms", True, True, lambda r: _ms(r.itl_s.p99)),
+    # From the engine's metrics, as the dashboard shows them (the hit rate from the responses'
+    # usage where the engine exports none).
+    ("cache\nhit", True, False, lambda r: f"{r.cache_hit_rate:.2f}"),
+    ("queued\np99 ms", True, True,
+     lambda r: queue_ms(r.engine_metrics.queue_p99_s if r.engine_metrics else None)),
+    # The real engine's replicas all carry vLLM's config-hash fingerprint: requests per replica
+    # cannot be told apart there, so the column shows one bucket.
+    ("requests\nper replica", False, False,
+     lambda r: " ".join(map(str, r.requests_per_replica.values()))),
+    ("busiest/\nidlest", True, False,
+     lambda r: "—" if r.busiest_over_idlest is None else f"{r.busiest_over_idlest:.2f}"),
+    ("failed", True, False, lambda r: str(r.failed)),
+)  # fmt: skip
+
+
+def _table(
+    title: str,
+    reports: Sequence[WorkloadReport],
+    columns: Sequence[Column],
+) -> Table:
+    rows = [
+        [report.workload, report.variant, *(cell(report) for *_, cell in columns)]
+        for report in sorted(reports, key=lambda r: (r.workload, r.variant))
+    ]
+    # No vertical rules: they take three columns of the terminal per column of the table.
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    # Every cell keeps its width; only the headers wrap to make room.
+    headers = [("workload", False), ("configuration", False), *((c[0], c[1]) for c in columns)]
+    for index, (header, right) in enumerate(headers):
+        widest = max((len(row[index]) for row in rows), default=0)
+        table.add_column(header, justify="right" if right else "left", min_width=widest)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
 
 def print_bench(
     console: Console,
@@ -30,35 +76,17 @@ def print_bench(
     # The real engine's replicas all carry vLLM's config-hash fingerprint: requests per replica
     # cannot be told apart there, so the column shows one bucket.
     label = "simulated engine" if engine == "simulated" else "vLLM 0.22 CPU build, tiny model"
-    table = Table(title=f"servestack bench --local ({label}; real Ray Serve and HAProxy)")
-    table.add_column("workload")
-    table.add_column("configuration")
-    for column in ("req/s", "out tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"):
-        table.add_column(column + (" ms" if " p" in column else ""), justify="right")
-    # From the engine's metrics, as the dashboard shows them (the hit rate from the responses'
-    # usage where the engine exports none).
-    table.add_column("cache hit", justify="right")
-    table.add_column("queued p99 ms", justify="right")
-    table.add_column("requests per replica")
-    table.add_column("busiest/idlest", justify="right")
-    table.add_column("failed", justify="right")
-    for report in sorted(reports, key=lambda r: (r.workload, r.variant)):
-        table.add_row(
-            report.workload,
-            report.variant,
-            f"{report.requests_per_s:,.2f}",
-            f"{report.output_tokens_per_s:,.0f}",
-            _ms(report.ttft_s.p50),
-            _ms(report.ttft_s.p99),
-            _ms(report.itl_s.p50),
-            _ms(report.itl_s.p99),
-            f"{report.cache_hit_rate:.2f}",
-            queue_ms(report.engine_metrics.queue_p99_s if report.engine_metrics else None),
-            " ".join(str(n) for n in report.requests_per_replica.values()),
-            "—" if report.busiest_over_idlest is None else f"{report.busiest_over_idlest:.2f}",
-            str(report.failed),
-        )
-    console.print(table)
+    title = f"servestack bench --local ({label}; real Ray Serve and HAProxy)"
+    table = _table(title, reports, COLUMNS)
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if natural <= console.width:
+        console.print(table)
+    else:
+        # Too wide for this terminal: rich would cut every cell, the configuration names first.
+        # Two tables of the same rows, the names whole in each, fit where one does not.
+        throughput = [c for c in COLUMNS if not c[2]]
+        console.print(_table(title + ": throughput", reports, throughput))
+        console.print(_table(title + ": latency", reports, [c for c in COLUMNS if c[2]]))
     for report in reports:
         for error in report.errors:
             console.print(f"[red]{report.variant} {report.workload}: {error}[/red]")
