@@ -21,7 +21,8 @@ from serving import catalog, planner, rules
 from serving.catalog import MachineType
 from serving.compiler import PROFILE_ANNOTATION, llm_configs_of
 from serving.scheduling import GPU_RESOURCE, MACHINE_TYPE_LABEL
-from serving.spec import ModelSpec, Parallelism
+from serving.spec import ModelSpec
+from serving.spec_parts import Parallelism
 
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"
 NODE_POOL = "gcp:container/nodePool:NodePool"

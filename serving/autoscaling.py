@@ -26,7 +26,8 @@ from pydantic import Field
 from serving.frozen import Frozen
 from serving.planner import GroupPlan, Plan, plan, weight_bytes, weight_bytes_per_gpu
 from serving.replicas import Role, replica_group
-from serving.spec import Autoscaling, ModelSpec
+from serving.spec import ModelSpec
+from serving.spec_parts import Autoscaling
 
 GB = 1e9
 # Load-path figures. They are assumptions stated once, not measurements of this code: a GCE

@@ -28,7 +28,8 @@ from serving.placement import nodes_for
 from serving.planner import GroupPlan, Plan
 from serving.replicas import Role
 from serving.routers import BODY_AWARE_ROUTERS, RAY_DEFAULT_ROUTER_CLASS, ROUTER_CLASSES, ROUTERS
-from serving.spec import ModelSpec, Parallelism
+from serving.spec import ModelSpec
+from serving.spec_parts import Parallelism
 
 # The annotation carrying the model profile a RayService was compiled from: policies rebuild the
 # spec from it and overlay the layout the resource actually deploys.

@@ -16,7 +16,8 @@ from pydantic import Field
 
 from serving.catalog import BYTES_PER_WEIGHT, BYTES_PER_WEIGHT_AS_LOADED, GIB
 from serving.frozen import Frozen
-from serving.spec import ModelSpec, Parallelism
+from serving.spec import ModelSpec
+from serving.spec_parts import Parallelism
 
 # Runtime buffers every GPU holds outside weights, activations and KV cache: cuBLAS/cuDNN
 # workspaces and the allocator's slack, plus the CUDA-graph pool vLLM captures for decode

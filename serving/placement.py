@@ -11,7 +11,8 @@ from pydantic import Field
 from serving import catalog
 from serving.catalog import MachineType
 from serving.frozen import Frozen
-from serving.spec import Autoscaling, ModelSpec, Parallelism
+from serving.spec import ModelSpec
+from serving.spec_parts import Autoscaling, Parallelism
 
 
 class Placement(Frozen):

@@ -28,7 +28,8 @@ from serving.memory import (
 from serving.placement import Placement, choose_machine, placement
 from serving.replicas import Role, replica_groups
 from serving.rules import Verdict, verdicts
-from serving.spec import ModelSpec, Parallelism
+from serving.spec import ModelSpec
+from serving.spec_parts import Parallelism
 from serving.speed import (
     ALLTOALL_LATENCY_S,
     Estimates,

@@ -20,7 +20,8 @@ from serving.catalog import NODE_POOLS_ATTACH_GPU_NETWORK, MachineType
 from serving.frozen import Frozen
 from serving.planner import Plan, plan
 from serving.rules import valid_tensor_sizes
-from serving.spec import DEFAULT_ITL_TARGET_MS, DEFAULT_TTFT_TARGET_MS, ModelSpec, Parallelism
+from serving.spec import ModelSpec
+from serving.spec_parts import DEFAULT_ITL_TARGET_MS, DEFAULT_TTFT_TARGET_MS, Parallelism
 
 # The latency targets a recommendation meets unless asked otherwise: a profile's defaults.
 DEFAULT_ITL_TARGET_S = DEFAULT_ITL_TARGET_MS / 1e3

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from serving.spec import Autoscaling, ModelSpec, Parallelism
+from serving.spec import ModelSpec
+from serving.spec_parts import Autoscaling, Parallelism
 
 Role = Literal["server", "prefill", "decode"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from serving.spec import RouterKind
+from serving.spec_parts import RouterKind
 
 
 @dataclass(frozen=True)

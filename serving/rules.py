@@ -14,7 +14,8 @@ from serving.frozen import Frozen
 from serving.memory import MemoryBreakdown, memory
 from serving.placement import choose_machine, largest_node
 from serving.replicas import Role
-from serving.spec import ModelSpec, Parallelism
+from serving.spec import ModelSpec
+from serving.spec_parts import Parallelism
 
 MAX_PIPELINE_STAGES = 8  # beyond 8 nodes per replica, serve a smaller model
 

@@ -29,7 +29,8 @@ from serving.memory import (
     kv_bytes_per_token_per_gpu,
     weight_bytes,
 )
-from serving.spec import ModelSpec, Parallelism
+from serving.spec import ModelSpec
+from serving.spec_parts import Parallelism
 
 # Every constant below marked "fitted" was fitted once, by least squares on log error, to the
 # `fit` rows of the calibration set (tests/calibration_set.py), within physically plausible

@@ -42,7 +42,8 @@ from serving.local.bench_metrics import EngineFigures, figures_after, metrics_ur
 from serving.local.progress import QUIET, STATE_PREFIX, RunProgress
 from serving.local.runtime import READY_PREFIX
 from serving.local.simulation import SimulationSettings
-from serving.spec import Autoscaling, FastPaths, ModelSpec, Router, RouterKind
+from serving.spec import ModelSpec
+from serving.spec_parts import Autoscaling, FastPaths, Router, RouterKind
 
 WorkloadName = Literal["decode-heavy", "prefill-heavy", "multi-prompt", "hot-prompt"]
 WORKLOADS: tuple[WorkloadName, ...] = (

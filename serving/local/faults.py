@@ -61,7 +61,8 @@ from serving.local.fault_load import (
     stream_bodies,
 )
 from serving.local.simulation import SimulationSettings
-from serving.spec import Autoscaling, ModelSpec
+from serving.spec import ModelSpec
+from serving.spec_parts import Autoscaling
 
 FaultName = Literal[
     "replica-actor-kill", "replica-process-kill", "scale-up-down", "controller-kill", "gcs-restart"

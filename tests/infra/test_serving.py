@@ -41,7 +41,8 @@ from infra.router_code import router_configmap
 from serving.compiler import llm_configs_of
 from serving.loading import load_profile
 from serving.scheduling import MACHINE_TYPE_LABEL
-from serving.spec import ModelSpec, Router
+from serving.spec import ModelSpec
+from serving.spec_parts import Router
 
 CRD = Path(__file__).parent / "crds" / "ray.io_rayservices.yaml"
 PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))

@@ -40,7 +40,8 @@ from serving.fast_paths import FAST_PATHS
 from serving.loading import load_profile, validate
 from serving.planner import plan
 from serving.routers import RAY_DEFAULT_ROUTER_CLASS
-from serving.spec import FastPaths, ModelSpec
+from serving.spec import ModelSpec
+from serving.spec_parts import FastPaths
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))

@@ -25,7 +25,8 @@ from serving.local.engine import FINGERPRINT_PREFIX
 from serving.local.runtime import local_serve
 from serving.local.simulation import chat_prompt, settings_from_plan, tokenize
 from serving.routers import ROUTERS
-from serving.spec import Autoscaling, ModelSpec, Router
+from serving.spec import ModelSpec
+from serving.spec_parts import Autoscaling, Router
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "stacks" / "models" / "llama-3.1-8b.yaml"

@@ -22,7 +22,8 @@ from serving.planner import (
     weight_bytes_per_gpu,
 )
 from serving.rules import smallest_layout
-from serving.spec import ModelSpec, Parallelism
+from serving.spec import ModelSpec
+from serving.spec_parts import Parallelism
 from serving.speed import burst_decode_s
 
 

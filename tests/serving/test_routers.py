@@ -9,7 +9,7 @@ import typing
 import pytest
 
 from serving.routers import RAY_DEFAULT_ROUTER_CLASS, ROUTERS
-from serving.spec import RouterKind
+from serving.spec_parts import RouterKind
 
 
 def load(class_path: str) -> type:
