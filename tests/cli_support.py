@@ -13,6 +13,9 @@ from typing import Any
 
 import yaml
 
+from infra.config import load_stack
+from serving.planner import plan
+
 REPO = Path(__file__).resolve().parents[1]
 # Errors go through a rich console that follows COLUMNS: wide enough that no message wraps, so
 # messages are asserted whole. (Piped stdout is fixed at 110 columns by the CLI itself.)
@@ -55,3 +58,24 @@ def edit_yaml(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
     document = yaml.safe_load(path.read_text())
     change(document)
     path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+DEV_STACK = "stacks/Pulumi.dev.yaml"
+
+# A bf16 70B on one A100 40GB: it cannot fit.
+TOO_BIG = {
+    "name": "llama-3.3-70b",
+    "source": "meta-llama/Llama-3.3-70B-Instruct",
+    "architecture": "llama-3.3-70b",
+    "accelerator": "a100-40gb",
+    "parallelism": {"tensor": 1},
+    "max_model_len": 8192,
+}
+
+
+def does_not_fit(root: Path) -> str:
+    """The planner's does-not-fit message for the 70B of `too_big`'s stack."""
+    spec = load_stack("big", root).profiles["llama-3.3-70b"]
+    verdicts = [v for v in plan(spec).verdicts if v.code == "does-not-fit"]
+    assert len(verdicts) == 1 and verdicts[0].severity == "error"
+    return verdicts[0].message

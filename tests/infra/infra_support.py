@@ -14,11 +14,9 @@ from typing import Any, TypeVar
 
 import pulumi
 import yaml
-from compiled_support import compile_spec
 from pulumi.runtime import settings
 from pulumi.runtime.sync_await import _sync_await
 
-from infra.config import load_stack
 from infra.preview import ProgramMocks, ensure_event_loop
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,26 +101,17 @@ def resolve(output: pulumi.Output[T]) -> tuple[T, bool]:
     return value, secret
 
 
-def planned_pools(root: Path, stack: str) -> dict[str, tuple[int, int, bool]]:
-    """(min nodes, max nodes, a replica spans nodes) per machine type: the models' worker
-    shapes (one pod per node) summed, as the pools must hold them, and room at the top for a
-    RayService upgrade's new cluster at the largest model's minimum."""
-    totals: dict[str, tuple[int, int, bool]] = {}
-    upgrade_room: dict[str, int] = {}
-    for spec in load_stack(stack, root).profiles.values():
-        for shape in compile_spec(spec).worker_shapes:
-            low, high, spans = totals.get(shape.machine_type, (0, 0, False))
-            totals[shape.machine_type] = (
-                low + shape.min_replicas,
-                high + shape.max_replicas,
-                spans or shape.nodes_per_replica > 1,
-            )
-            room = max(upgrade_room.get(shape.machine_type, 0), shape.min_replicas)
-            upgrade_room[shape.machine_type] = room
-    return {
-        machine: (low, high + upgrade_room[machine], spans)
-        for machine, (low, high, spans) in totals.items()
-    }
+# (min nodes, max nodes, a replica spans nodes) per GPU machine type of each shipped stack, worked
+# out by hand from its profiles; max nodes include room for a RayService upgrade's new cluster at
+# the largest model's minimum.
+# dev: llama-3.1-8b, tensor 1, on a3-highgpu-1g (one GPU a node): replicas 1-2 take 1-2 nodes,
+#   + 1 node of upgrade room.
+# prod: on a3-highgpu-8g, llama-3.3-70b-fp8 at tensor 2 packs 4 replicas a node: 4-8 replicas take
+#   1-2 nodes; qwen3-30b-a3b at data 8 takes a node a replica: 1-2 nodes. 2-4 nodes, + 1 of room.
+PLANNED_POOLS: dict[str, dict[str, tuple[int, int, bool]]] = {
+    "dev": {"a3-highgpu-1g": (1, 3, False)},
+    "prod": {"a3-highgpu-8g": (2, 5, False)},
+}
 
 
 def pulumi_config(stack_file: Path) -> dict[str, str]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from cli_support import edit_yaml, run
-from infra_support import planned_pools
+from infra_support import PLANNED_POOLS
 
 from infra.config import load_stack
 from infra.platform import PlatformPlan, node_service_account_id, plan_platform
@@ -34,8 +34,7 @@ class TestPoolsFollowThePlans:
         self, repo: Path, stack: str
     ) -> None:
         platform = plan_platform(load_stack(stack, repo))
-        planned = planned_pools(repo, stack)
-        assert planned
+        planned = PLANNED_POOLS[stack]
         assert {
             pool.machine_type: (pool.min_nodes, pool.max_nodes) for pool in platform.gpu_pools
         } == {machine: (low, high) for machine, (low, high, _) in planned.items()}
@@ -93,9 +92,10 @@ class TestCompactPlacement:
 
     def test_only_the_pool_whose_replicas_span_nodes_is_compact(self, repo: Path) -> None:
         pools = {pool.machine_type: pool for pool in _mixed_stack(repo).gpu_pools}
-        planned = planned_pools(repo, "mixed")
+        # DeepSeek-V3's replica spans two a2-ultragpu-8g nodes; the 8B takes one H100.
         assert {machine: pool.compact for machine, pool in pools.items()} == {
-            machine: spans for machine, (_, _, spans) in planned.items()
+            "a2-ultragpu-8g": True,
+            "a3-highgpu-1g": False,
         }
         spanning = [pool for pool in pools.values() if pool.compact]
         spread = [pool for pool in pools.values() if not pool.compact]

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from compiled_support import compile_spec
 from infra_support import (
+    PLANNED_POOLS,
     REPO,
     RecordingMocks,
     Registered,
-    planned_pools,
     pulumi_config,
     resolve,
     run,
@@ -74,7 +74,7 @@ class TestShippedStacks:
         emails = load_stack(stack, REPO).config.alert_emails
         gpus_kept = {
             catalog.ACCELERATORS[catalog.MACHINE_TYPES[machine].accelerator].product_name
-            for machine, (fewest, _, _) in planned_pools(REPO, stack).items()
+            for machine, (fewest, _, _) in PLANNED_POOLS[stack].items()
             if fewest
         }
         assert counted == {
@@ -119,7 +119,7 @@ class TestShippedStacks:
             "gcp:redis/instance:Instance": 1,
             "gcp:compute/globalAddress:GlobalAddress": 1,
             "gcp:servicenetworking/connection:Connection": 1,
-            NODE_POOL: 1 + len(planned_pools(REPO, stack)),
+            NODE_POOL: 1 + len(PLANNED_POOLS[stack]),
             # Observability: one dashboard; an email channel per address; five alert policies
             # per model and one per GPU model the pools keep nodes of.
             "gcp:monitoring/dashboard:Dashboard": 1,
@@ -136,7 +136,7 @@ class TestShippedStacks:
     ) -> None:
         run_stack(mocks, stack)
         pools = gpu_pools(mocks)
-        planned = planned_pools(REPO, stack)
+        planned = PLANNED_POOLS[stack]
         assert set(pools) == set(planned)
         for machine_type, (low, high, spans) in planned.items():
             machine = catalog.MACHINE_TYPES[machine_type]
@@ -197,7 +197,7 @@ class TestShippedStacks:
             f"https://{endpoint}"
         )
         pools, _ = resolve(pulumi.Output.from_input(outputs["gpu_node_pools"]))
-        assert set(pools) == set(planned_pools(REPO, stack))
+        assert set(pools) == set(PLANNED_POOLS[stack])
         assert outputs["machine_type_label"] == MACHINE_TYPE_LABEL
 
     def test_dev_is_zonal_with_a_spot_h100(self, mocks: RecordingMocks) -> None:
