@@ -34,9 +34,9 @@ from pulumi_policy import (
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.policy import PolicyCustomTimeouts
 
-from infra.__main__ import build
 from infra.config import ServingSecrets, load_stack
 from infra.platform import plan_platform
+from infra.program import build
 from policies.pack import POLICIES
 from serving.errors import ServestackError, unknown_key_fix
 from serving.loading import read_text
