@@ -1,12 +1,29 @@
-"""Compiling a spec in tests as the pipeline does: planned once, compiled once."""
+"""Specs for tests, and compiling them as the pipeline does: planned once, compiled once."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from infra.disruption import Resilience
 from infra.manifests import compile_for
 from serving.compiler import CompiledModel, compile
+from serving.loading import validate
 from serving.planner import plan
 from serving.spec import ModelSpec
+
+# The dev stack's model on one H100 with a short context: what most unit tests start from.
+LLAMA_8B: dict[str, Any] = {
+    "name": "llama-3.1-8b",
+    "source": "meta-llama/Llama-3.1-8B-Instruct",
+    "architecture": "llama-3.1-8b",
+    "accelerator": "h100-80gb",
+    "max_model_len": 8192,
+}
+
+
+def llama_8b(**changes: Any) -> ModelSpec:
+    """LLAMA_8B with these profile fields changed, validated as a profile file would be."""
+    return validate(ModelSpec, {**LLAMA_8B, **changes}, "test profile")
 
 
 def compile_spec(spec: ModelSpec, *, graceful_shutdown_s: int | None = None) -> CompiledModel:

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compiled_support import compile_spec
+from compiled_support import compile_spec, llama_8b
 from ray.serve.config import AutoscalingConfig
 
 from serving.autoscaling import AutoscalingChoice, autoscaling, replica_load_s
 from serving.compiler import llm_configs_of
 from serving.errors import ProfileValidationError
-from serving.loading import load_profile, validate
+from serving.loading import load_profile
 from serving.placement import choose_machine
 from serving.planner import decode_step_s, plan
 from serving.replicas import Role
@@ -23,18 +23,11 @@ from serving.spec import ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))
-BASE: dict[str, Any] = {
-    "name": "llama-3.1-8b",
-    "source": "meta-llama/Llama-3.1-8B-Instruct",
-    "architecture": "llama-3.1-8b",
-    "accelerator": "h100-80gb",
-    "max_model_len": 8192,
-    "autoscaling": {"min_replicas": 1, "max_replicas": 4},
-}
 
 
 def spec(**changes: Any) -> ModelSpec:
-    return validate(ModelSpec, {**BASE, **changes}, "test profile")
+    """The 8B with room to scale (1 to 4 replicas) unless a test says otherwise."""
+    return llama_8b(**{"autoscaling": {"min_replicas": 1, "max_replicas": 4}} | changes)
 
 
 def knobs_of(profile: ModelSpec, role: Role = "server") -> AutoscalingChoice:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compiled_support import compile_spec
+from compiled_support import compile_spec, llama_8b
 from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 from ray.llm._internal.serve.core.ingress.builder import LLMServingArgs
 from ray.llm._internal.serve.core.server.llm_server import LLMServer
@@ -37,7 +37,7 @@ from serving.compiler import (
     BUILD_PD_OPENAI_APP,
 )
 from serving.fast_paths import FAST_PATHS
-from serving.loading import load_profile, validate
+from serving.loading import load_profile
 from serving.planner import plan
 from serving.routers import RAY_DEFAULT_ROUTER_CLASS
 from serving.spec import ModelSpec
@@ -52,17 +52,7 @@ ARGS_MODELS: dict[str, Any] = {
     BUILD_PD_OPENAI_APP: PDServingArgs,
 }
 
-BASE: dict[str, Any] = {
-    "name": "llama-3.1-8b",
-    "source": "meta-llama/Llama-3.1-8B-Instruct",
-    "architecture": "llama-3.1-8b",
-    "accelerator": "h100-80gb",
-    "max_model_len": 8192,
-}
-
-
-def spec(**changes: Any) -> ModelSpec:
-    return validate(ModelSpec, {**BASE, **changes}, "test profile")
+spec = llama_8b
 
 
 def llm_configs(compiled: ModelSpec) -> list[tuple[str, dict[str, Any]]]:
