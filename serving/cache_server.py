@@ -91,6 +91,19 @@ class PromptRecorder:
         await self.app(scope, replayed, named)
 
 
+def ask_for_kv_events(llm_config: Any, endpoint: str) -> str:
+    """Have the engine publish its KV-cache events on `endpoint` (unless the profile already
+    configures them); returns the endpoint they come on. Through `update_engine_kwargs`: the
+    LLMConfig has derived its engine config when validated, and vLLM is started from that."""
+    configured = llm_config.engine_kwargs.get("kv_events_config")
+    if configured:
+        return str(dict(configured).get("endpoint", endpoint))
+    llm_config.update_engine_kwargs(
+        kv_events_config={"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": endpoint}
+    )
+    return endpoint
+
+
 def record_prompts(app: Any, record: Callable[[bytes], None], replica: str) -> Any:
     """The Starlette app with a `PromptRecorder` around its whole middleware stack: vLLM's app
     has built its stack already, and Starlette refuses `add_middleware` once it has."""
@@ -112,13 +125,9 @@ class CacheReportingServer(LLMServer):
         self.lost_events = 0
         # vLLM publishes its KV-cache events only when asked; on an ipc socket of this
         # replica's own, so replicas sharing a machine never share an endpoint.
-        self._kv_endpoint = f"ipc://{tempfile.gettempdir()}/servestack-kv-{self._instance}"
-        engine_kwargs = llm_config.engine_kwargs
-        engine_kwargs.setdefault(
-            "kv_events_config",
-            {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": self._kv_endpoint},
+        self._kv_endpoint = ask_for_kv_events(
+            llm_config, f"ipc://{tempfile.gettempdir()}/servestack-kv-{self._instance}"
         )
-        self._kv_endpoint = engine_kwargs["kv_events_config"].get("endpoint", self._kv_endpoint)
         await super().__init__(llm_config, **kwargs)
         self._attach()
 

@@ -249,3 +249,21 @@ def test_the_replica_reads_each_prompt_and_hands_the_request_on_untouched() -> N
     assert response.json() == {"got": body.decode()}
     assert response.headers[REPLICA_HEADER] == "replica-7"
     assert recorded == [body]
+
+
+def test_the_engine_is_started_with_kv_cache_events_on_the_replicas_endpoint() -> None:
+    """Ray Serve LLM starts vLLM from the engine config the LLMConfig derived when validated:
+    the events must reach that, not only the LLMConfig's engine_kwargs."""
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+
+    from serving.cache_server import ask_for_kv_events
+
+    config = LLMConfig(
+        model_loading_config={"model_id": "m", "model_source": "m"},
+        engine_kwargs={"max_model_len": 64},
+    )
+    config.get_engine_config()  # derived before the server sees it, as in a replica
+    assert ask_for_kv_events(config, "ipc:///tmp/x") == "ipc:///tmp/x"
+    engine_kwargs = config.get_engine_config().engine_kwargs
+    assert engine_kwargs["kv_events_config"]["endpoint"] == "ipc:///tmp/x"
+    assert engine_kwargs["kv_events_config"]["enable_kv_cache_events"] is True
