@@ -116,7 +116,7 @@ def top_capture() -> str:
     (docs/top/capture.json: recorded from the metric-existence test's run)."""
     from rich.console import Console
 
-    from infra.cli import PIPED_WIDTH
+    from infra.cli_common import PIPED_WIDTH
     from serving.top import ModelFigures, table
 
     capture = json.loads((ROOT / "docs" / "top" / "capture.json").read_text())
