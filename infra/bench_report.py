@@ -8,7 +8,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from serving.local.bench import WorkloadReport
+from serving.local.bench_stats import WorkloadReport
 from serving.top import queue_ms
 
 

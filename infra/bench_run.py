@@ -13,7 +13,9 @@ from rich.console import Console
 
 from infra import progress
 from serving.errors import ServestackError, unknown_key_fix
+from serving.local import bench_stats
 from serving.local.app import Engine
+from serving.local.workloads import SHARED_PREFIX_WORKLOADS, WORKLOADS, default_workloads
 from serving.spec import ModelSpec
 
 
@@ -53,16 +55,16 @@ def run(
     `out_dir`. Unknown workload or configuration names fail before anything starts."""
     from serving.local import bench, chart, prefix_bench, simulation, vllm_bench
 
-    wanted = options.workloads or tuple(bench.WORKLOADS)
+    wanted = options.workloads or tuple(WORKLOADS)
     for name in wanted:
-        if name not in bench.WORKLOADS:
+        if name not in WORKLOADS:
             raise ServestackError(
                 "command line", "--workload", f"no workload '{name}'",
-                unknown_key_fix(name, bench.WORKLOADS, "workloads"),
+                unknown_key_fix(name, WORKLOADS, "workloads"),
             )  # fmt: skip
     workloads = {
         name: w
-        for name, w in bench.default_workloads(
+        for name, w in default_workloads(
             options.requests,
             options.concurrency,
             options.prefixes,
@@ -118,7 +120,9 @@ def run(
             except bench.VariantStartError as exc:
                 raise BenchStartError(f"{variant.name}: {exc}") from None
     ratios = (
-        bench.ratios(reports) if options.engine == "simulated" else vllm_bench.vllm_ratios(reports)
+        bench_stats.ratios(reports)
+        if options.engine == "simulated"
+        else vllm_bench.vllm_ratios(reports)
     )
     ratios |= ideal
     document = {
@@ -143,11 +147,11 @@ def _vllm_router_caches(
     """With the real engine, the variants that compare routers (shared-prompt workloads only)
     get prefix caches of `cache_prompts` prompts (`num_gpu_blocks_override`); and the hit rate
     of ideal placement on each such workload."""
-    from serving.local import bench, prefix_bench
+    from serving.local import prefix_bench
     from serving.local.app import tiny_family
     from serving.local.tiny_models import tiny_model
 
-    shared = [workloads[w] for w in bench.SHARED_PREFIX_WORKLOADS if w in workloads]
+    shared = [workloads[w] for w in SHARED_PREFIX_WORKLOADS if w in workloads]
     spec_of = {v.name: spec for v in variants}
     if not shared or not cache_prompts:
         return spec_of, {}
@@ -162,7 +166,7 @@ def _vllm_router_caches(
         }
     )
     for variant in variants:
-        if set(variant.workloads) <= set(bench.SHARED_PREFIX_WORKLOADS):
+        if set(variant.workloads) <= set(SHARED_PREFIX_WORKLOADS):
             spec_of[variant.name] = capped
     ideal = {
         f"{w.name}: ideal placement cache hit rate": prefix_bench.ideal_hit_rate(

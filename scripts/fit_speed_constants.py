@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "serving")]
 from calibration_set import ROWS, score  # noqa: E402
 from test_published_measurements import table  # noqa: E402
 
-from serving import speed  # noqa: E402
+from serving import comm, speed  # noqa: E402
 
 # name -> (lower, upper): what the hardware and software allow, not what the rows want.
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -61,7 +61,7 @@ def _get(name: str) -> float:
     if name in _BY_GENERATION:
         table_name, generation = _BY_GENERATION[name]
         return float(getattr(speed, table_name)[generation])
-    return float(getattr(speed, name))
+    return float(getattr(_home(name), name))
 
 
 def _set(name: str, value: float) -> None:
@@ -69,7 +69,12 @@ def _set(name: str, value: float) -> None:
         table_name, generation = _BY_GENERATION[name]
         getattr(speed, table_name)[generation] = value
     else:
-        setattr(speed, name, value)
+        setattr(_home(name), name, value)
+
+
+def _home(name: str) -> object:
+    """The module that defines the constant and reads it (speed, or comm for collectives)."""
+    return comm if hasattr(comm, name) else speed
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from serving.accuracy import error_band
 from serving.catalog import GIB
+from serving.comm import ALLTOALL_LATENCY_S, alltoall_bytes_per_rank, alltoall_s
 from serving.frozen import Frozen
 from serving.memory import (
     MemoryBreakdown,
@@ -31,10 +32,7 @@ from serving.rules import Verdict, verdicts
 from serving.spec import ModelSpec
 from serving.spec_parts import Parallelism
 from serving.speed import (
-    ALLTOALL_LATENCY_S,
     Estimates,
-    alltoall_bytes_per_rank,
-    alltoall_s,
     decode_step_s,
     estimates,
     prefill_compute_s,

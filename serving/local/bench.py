@@ -21,15 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import random
 import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 from pydantic import Field
@@ -38,41 +36,20 @@ from serving.cache_report import REPLICA_HEADER
 from serving.frozen import Frozen
 from serving.local import cleanup
 from serving.local.app import Engine
-from serving.local.bench_metrics import EngineFigures, figures_after, metrics_urls, settled
+from serving.local.bench_metrics import figures_after, metrics_urls, settled
+from serving.local.bench_stats import RequestResult, WorkloadReport, summarize
 from serving.local.progress import QUIET, STATE_PREFIX, RunProgress
 from serving.local.runtime import READY_PREFIX
 from serving.local.simulation import SimulationSettings
+from serving.local.workloads import (
+    SHARED_PREFIX_WORKLOADS,
+    WORKLOADS,
+    Workload,
+    WorkloadName,
+    build_requests,
+)
 from serving.spec import ModelSpec
 from serving.spec_parts import Autoscaling, FastPaths, Router, RouterKind
-
-WorkloadName = Literal["decode-heavy", "prefill-heavy", "multi-prompt", "hot-prompt"]
-WORKLOADS: tuple[WorkloadName, ...] = (
-    "decode-heavy",
-    "prefill-heavy",
-    "multi-prompt",
-    "hot-prompt",
-)
-# The workloads of many system prompts, on which routers are compared.
-SHARED_PREFIX_WORKLOADS: tuple[WorkloadName, ...] = ("multi-prompt", "hot-prompt")
-# The hot prompt's share of the hot-prompt workload: with 4 replicas, twice what one replica
-# should take, so a router that keeps it on its owner overloads that replica.
-HOT_SHARE = 0.5
-
-
-class Workload(Frozen):
-    """A set of requests: unique prompts, or a few long shared prefixes and a unique question."""
-
-    name: WorkloadName
-    input_tokens: int = Field(ge=1, description="Prompt words per request (prefix included).")
-    output_tokens: int = Field(ge=1)
-    requests: int = Field(ge=1)
-    concurrency: int = Field(ge=1, description="Requests in flight at most.")
-    shared_prefixes: int = Field(default=0, ge=0, description="Distinct system prompts.")
-    prefix_tokens: int = Field(default=0, ge=0, description="Words per system prompt.")
-    hot_share: float = Field(
-        default=0.0, ge=0, lt=1,
-        description="Share of requests on the first system prompt; the rest share the others.",
-    )  # fmt: skip
 
 
 class Variant(Frozen):
@@ -88,49 +65,6 @@ class Variant(Frozen):
     bare_vllm: bool = Field(
         default=False, description="A bare vLLM server with the same engine arguments, no Ray."
     )
-
-
-class RequestResult(Frozen):
-    ok: bool
-    error: str | None = None
-    start_s: float
-    end_s: float
-    ttft_s: float | None = None
-    token_gaps_s: list[float] = Field(default_factory=list)
-    output_tokens: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    replica: str | None = None
-
-
-class Percentiles(Frozen):
-    p50: float | None
-    p90: float | None
-    p99: float | None
-
-
-class WorkloadReport(Frozen):
-    variant: str
-    workload: WorkloadName
-    requests: int
-    failed: int
-    duration_s: float
-    requests_per_s: float
-    output_tokens_per_s: float
-    ttft_s: Percentiles
-    itl_s: Percentiles
-    cache_hit_rate: float = Field(
-        description="Prefix-cache hit rate: the engine's metrics' where there are some, else "
-        "cached prompt tokens / prompt tokens as the responses' usage reports them."
-    )
-    client_cache_hit_rate: float = Field(description="Cached / prompt tokens, from usage.")
-    engine_metrics: EngineFigures | None = None
-    requests_per_replica: dict[str, int]
-    busiest_over_idlest: float | None = Field(
-        description="Requests on the busiest replica over those on the idlest; None when some "
-        "replica got none."
-    )
-    errors: list[str] = Field(default_factory=list, description="First few distinct errors.")
 
 
 def default_variants(spec: ModelSpec) -> list[Variant]:
@@ -185,51 +119,6 @@ def variant_spec(spec: ModelSpec, variant: Variant, replicas: int) -> ModelSpec:
 
 
 # --- requests -------------------------------------------------------------------------------
-
-
-def _words(rng: random.Random, count: int) -> str:
-    return " ".join(f"t{rng.randrange(1_000_000)}" for _ in range(count))
-
-
-def prefix_order(workload: Workload, rng: random.Random) -> list[int]:
-    """Which system prompt each request takes, shuffled: the hot one for `hot_share` of the
-    requests, the others in a round robin for the rest (all of them when nothing is hot)."""
-    if not workload.shared_prefixes:
-        return []
-    hot = round(workload.hot_share * workload.requests)
-    others = list(range(1 if hot else 0, workload.shared_prefixes)) or [0]
-    order = [0] * hot + [others[i % len(others)] for i in range(workload.requests - hot)]
-    rng.shuffle(order)
-    return order
-
-
-def build_requests(workload: Workload, model: str, seed: int = 7) -> list[dict[str, Any]]:
-    """The same chat requests for every configuration (seeded), each with a unique question
-    after its system prompt (if the workload has them)."""
-    rng = random.Random(f"{seed}-{workload.name}")
-    prefixes = [_words(rng, workload.prefix_tokens) for _ in range(workload.shared_prefixes)]
-    order = prefix_order(workload, rng)
-    requests = []
-    for index in range(workload.requests):
-        messages = []
-        question_tokens = workload.input_tokens
-        if prefixes:
-            messages.append({"role": "system", "content": prefixes[order[index]]})
-            question_tokens = max(1, workload.input_tokens - workload.prefix_tokens)
-        messages.append({"role": "user", "content": _words(rng, question_tokens)})
-        requests.append(
-            {
-                "model": model,
-                "messages": messages,
-                "max_tokens": workload.output_tokens,
-                # vLLM's extension: every configuration generates exactly max_tokens, whatever
-                # the tiny model's random weights would have ended on.
-                "ignore_eos": True,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            }
-        )
-    return requests
 
 
 async def _one(client: httpx.AsyncClient, endpoint: str, body: dict[str, Any]) -> RequestResult:
@@ -308,54 +197,6 @@ async def run_load(
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return results, time.perf_counter() - start
-
-
-def _percentiles(values: Sequence[float]) -> Percentiles:
-    if not values:
-        return Percentiles(p50=None, p90=None, p99=None)
-    ordered = sorted(values)
-
-    def at(q: float) -> float:
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-    return Percentiles(p50=at(0.5), p90=at(0.9), p99=at(0.99))
-
-
-def summarize(
-    variant: str,
-    workload: WorkloadName,
-    results: Sequence[RequestResult],
-    duration_s: float,
-    replicas: int,
-    engine_metrics: EngineFigures | None = None,
-) -> WorkloadReport:
-    done = [r for r in results if r.ok]
-    prompt = sum(r.prompt_tokens for r in done)
-    per_replica = Counter(r.replica or "?" for r in done)
-    counts = sorted(per_replica.values())
-    spread = counts[-1] / counts[0] if counts and len(counts) >= replicas else None
-    client_hit_rate = sum(r.cached_tokens for r in done) / prompt if prompt else 0.0
-    return WorkloadReport(
-        variant=variant,
-        workload=workload,
-        requests=len(results),
-        failed=len(results) - len(done),
-        duration_s=duration_s,
-        requests_per_s=len(done) / duration_s if duration_s > 0 else 0.0,
-        output_tokens_per_s=sum(r.output_tokens for r in done) / duration_s if duration_s else 0.0,
-        ttft_s=_percentiles([r.ttft_s for r in done if r.ttft_s is not None]),
-        itl_s=_percentiles([gap for r in done for gap in r.token_gaps_s]),
-        cache_hit_rate=(
-            engine_metrics.prefix_hit_rate
-            if engine_metrics is not None and engine_metrics.prefix_hit_rate is not None
-            else client_hit_rate
-        ),
-        client_cache_hit_rate=client_hit_rate,
-        engine_metrics=engine_metrics,
-        requests_per_replica=dict(per_replica.most_common()),
-        busiest_over_idlest=spread,
-        errors=sorted({r.error for r in results if r.error})[:3],
-    )
 
 
 # --- one configuration in its own process --------------------------------------------------
@@ -437,71 +278,7 @@ class _Reader:
         self.thread.join(5.0)
 
 
-# --- the report -----------------------------------------------------------------------------
-
-
-def ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
-    """The headline comparisons, where both sides were measured."""
-    by = {(r.variant, r.workload): r for r in reports}
-    found: dict[str, float] = {}
-
-    def ratio(key: str, a: tuple[str, str], b: tuple[str, str], field: str) -> None:
-        if a in by and b in by and getattr(by[b], field):
-            found[key] = getattr(by[a], field) / getattr(by[b], field)
-
-    on, off = "fast-paths-on/power-of-two", "fast-paths-off/power-of-two"
-    for workload in ("decode-heavy", "prefill-heavy"):
-        ratio(f"{workload}: fast paths on/off, requests/s", (on, workload), (off, workload),
-              "requests_per_s")  # fmt: skip
-    routers = {
-        "Ray prefix affinity": "fast-paths-on/prefix-affinity",
-        "servestack prefix affinity": "fast-paths-on/servestack-prefix-affinity",
-    }
-    for workload in SHARED_PREFIX_WORKLOADS:
-        for label, variant in routers.items():
-            ratio(f"{workload}: {label}/power of two, requests/s",
-                  (variant, workload), (on, workload), "requests_per_s")  # fmt: skip
-        for label, variant in {"power of two": on, **routers}.items():
-            if (variant, workload) in by:
-                found[f"{workload}: {label} cache hit rate"] = by[
-                    (variant, workload)
-                ].cache_hit_rate
-    return found
-
-
 # --- the run --------------------------------------------------------------------------------
-
-
-def default_workloads(
-    requests: int = 24,
-    concurrency: int = 12,
-    shared_prefixes: int = 4,
-    prefix_tokens: int = 2000,
-    hot_share: float = HOT_SHARE,
-) -> dict[WorkloadName, Workload]:
-    """The workloads at sizes that finish in minutes on two cores. The two with shared system
-    prompts send twice the requests: routing shows once each prompt has been asked a few
-    times."""
-    return {
-        "decode-heavy": Workload(
-            name="decode-heavy", input_tokens=50, output_tokens=500,
-            requests=requests, concurrency=concurrency,
-        ),
-        "prefill-heavy": Workload(
-            name="prefill-heavy", input_tokens=8000, output_tokens=50,
-            requests=requests, concurrency=concurrency,
-        ),
-        "multi-prompt": Workload(
-            name="multi-prompt", input_tokens=prefix_tokens + 50, output_tokens=50,
-            requests=requests * 2, concurrency=concurrency,
-            shared_prefixes=shared_prefixes, prefix_tokens=prefix_tokens,
-        ),
-        "hot-prompt": Workload(
-            name="hot-prompt", input_tokens=prefix_tokens + 50, output_tokens=50,
-            requests=requests * 2, concurrency=concurrency,
-            shared_prefixes=shared_prefixes, prefix_tokens=prefix_tokens, hot_share=hot_share,
-        ),
-    }  # fmt: skip
 
 
 WARMUP_REQUESTS = 4

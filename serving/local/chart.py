@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from serving.local.app import Engine
-from serving.local.bench import SHARED_PREFIX_WORKLOADS, WORKLOADS, WorkloadName, WorkloadReport
+from serving.local.bench_stats import WorkloadReport
+from serving.local.workloads import SHARED_PREFIX_WORKLOADS, WORKLOADS, WorkloadName
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

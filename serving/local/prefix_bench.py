@@ -18,20 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from serving.local.bench import (
-    SHARED_PREFIX_WORKLOADS,
-    WARMUP_REQUESTS,
-    Variant,
-    Workload,
-    WorkloadName,
-    WorkloadReport,
-    build_requests,
-    run_load,
-    running_variant,
-    summarize,
-    variant_spec,
-)
+from serving.local.bench import WARMUP_REQUESTS, Variant, run_load, running_variant, variant_spec
+from serving.local.bench_stats import WorkloadReport, summarize
 from serving.local.progress import QUIET, RunProgress
+from serving.local.workloads import SHARED_PREFIX_WORKLOADS, Workload, WorkloadName, build_requests
 from serving.spec import ModelSpec
 
 PRECISE = "fast-paths-on/servestack-precise-prefix"

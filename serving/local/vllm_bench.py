@@ -26,15 +26,12 @@ from typing import Any
 from serving.compiler import compile, llm_configs_of
 from serving.local import cleanup
 from serving.local.app import engine_workers, tiny_family, vllm_engine_kwargs, vllm_env
-from serving.local.bench import (
-    SHARED_PREFIX_WORKLOADS,
-    Variant,
-    VariantStartError,
-    WorkloadReport,
-)
+from serving.local.bench import Variant, VariantStartError
+from serving.local.bench_stats import WorkloadReport
 from serving.local.prefix_bench import precise_variant, router_ratios
 from serving.local.runtime import CODE_ROOT, free_port
 from serving.local.tiny_models import tiny_model
+from serving.local.workloads import SHARED_PREFIX_WORKLOADS
 from serving.planner import plan
 from serving.spec import ModelSpec
 

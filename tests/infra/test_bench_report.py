@@ -11,7 +11,8 @@ from rich.console import Console
 
 from infra.bench_report import print_bench
 from serving.loading import load_profile
-from serving.local.bench import WorkloadReport, default_variants
+from serving.local.bench import default_variants
+from serving.local.bench_stats import WorkloadReport
 
 MODELS = Path(__file__).resolve().parents[2] / "stacks" / "models"
 

@@ -18,6 +18,7 @@ from serving.compiler import llm_configs_of
 from serving.loading import load_profile
 from serving.local import bench
 from serving.local.app import ENGINE_CLASS, local_application, local_env
+from serving.local.bench_stats import RequestResult, summarize
 from serving.local.simulation import (
     SETTINGS_ENV,
     PrefixCache,
@@ -27,6 +28,7 @@ from serving.local.simulation import (
     settings_from_plan,
     tokenize,
 )
+from serving.local.workloads import build_requests, default_workloads
 from serving.placement import choose_machine
 from serving.planner import plan, prefill_s
 from serving.spec import ModelSpec
@@ -275,29 +277,27 @@ class TestSimulatedEngine:
 
 class TestBenchmarkRequests:
     def test_every_configuration_gets_the_same_requests(self) -> None:
-        workload = bench.default_workloads(requests=8, shared_prefixes=4)["multi-prompt"]
-        assert bench.build_requests(workload, "m") == bench.build_requests(workload, "m")
+        workload = default_workloads(requests=8, shared_prefixes=4)["multi-prompt"]
+        assert build_requests(workload, "m") == build_requests(workload, "m")
 
     def test_shared_prefixes_are_asked_equally_often(self) -> None:
-        workload = bench.default_workloads(requests=8, shared_prefixes=4)["multi-prompt"]
-        requests = bench.build_requests(workload, "m")
+        workload = default_workloads(requests=8, shared_prefixes=4)["multi-prompt"]
+        requests = build_requests(workload, "m")
         systems = [r["messages"][0]["content"] for r in requests]
         assert len(requests) == workload.requests
         assert sorted({systems.count(s) for s in systems}) == [workload.requests // 4]
         assert all(len(s.split()) == workload.prefix_tokens for s in systems)
 
     def test_the_hot_prompt_takes_its_share_and_the_rest_share_the_others(self) -> None:
-        workload = bench.default_workloads(requests=16, shared_prefixes=4, hot_share=0.5)[
-            "hot-prompt"
-        ]
-        systems = [r["messages"][0]["content"] for r in bench.build_requests(workload, "m")]
+        workload = default_workloads(requests=16, shared_prefixes=4, hot_share=0.5)["hot-prompt"]
+        systems = [r["messages"][0]["content"] for r in build_requests(workload, "m")]
         counts = sorted((systems.count(s) for s in set(systems)), reverse=True)
         assert counts == [16, 6, 5, 5]  # 32 requests: half on the hot one, 16 over the other 3
 
     @pytest.mark.parametrize(("name", "words"), [("decode-heavy", 50), ("prefill-heavy", 8000)])
     def test_unique_prompts_have_the_workloads_length(self, name: str, words: int) -> None:
-        workload = bench.default_workloads(requests=2)[name]  # type: ignore[index]
-        (first, second) = bench.build_requests(workload, "m")
+        workload = default_workloads(requests=2)[name]  # type: ignore[index]
+        (first, second) = build_requests(workload, "m")
         assert len(first["messages"][0]["content"].split()) == words
         assert first["messages"] != second["messages"]
         assert first["max_tokens"] == workload.output_tokens
@@ -319,21 +319,18 @@ class TestBenchmarkRequests:
 
     def test_summary_hit_rate_and_replica_counts(self) -> None:
         results = [
-            bench.RequestResult(
+            RequestResult(
                 ok=True, start_s=0, end_s=1, ttft_s=0.1, token_gaps_s=[0.01, 0.02],
                 output_tokens=3, prompt_tokens=100, cached_tokens=cached, replica=replica,
             )
             for cached, replica in ((0, "a"), (80, "a"), (100, "b"))
-        ] + [bench.RequestResult(ok=False, error="HTTP 500", start_s=0, end_s=1)]  # fmt: skip
-        report = bench.summarize("v", "multi-prompt", results, duration_s=2.0, replicas=2)
+        ] + [RequestResult(ok=False, error="HTTP 500", start_s=0, end_s=1)]  # fmt: skip
+        report = summarize("v", "multi-prompt", results, duration_s=2.0, replicas=2)
         assert report.cache_hit_rate == pytest.approx(180 / 300)
         assert report.requests_per_replica == {"a": 2, "b": 1}
         assert report.busiest_over_idlest == pytest.approx(2.0)
         # a third replica that served nothing makes the spread unbounded
-        assert (
-            bench.summarize("v", "multi-prompt", results, 2.0, replicas=3).busiest_over_idlest
-            is None
-        )
+        assert summarize("v", "multi-prompt", results, 2.0, replicas=3).busiest_over_idlest is None
         assert report.failed == 1
         assert report.requests_per_s == pytest.approx(1.5)
         assert report.output_tokens_per_s == pytest.approx(4.5)

@@ -21,6 +21,7 @@ from compiled_support import compile_spec
 from serving.cache_report import REPORT_KEY
 from serving.loading import load_profile
 from serving.local import bench
+from serving.local.bench_stats import RequestResult
 from serving.local.engine import FINGERPRINT_PREFIX
 from serving.local.runtime import local_serve
 from serving.local.simulation import chat_prompt, settings_from_plan, tokenize
@@ -123,7 +124,7 @@ def test_a_cleared_cache_stops_drawing_its_prompt_within_one_stats_period() -> N
             ray.get(actor.__ray_call__.remote(_serve_directly, body(system, "warm", spec.name)))
         time.sleep(ONE_PERIOD_S)
 
-        def send(count: int, tag: str) -> list[bench.RequestResult]:
+        def send(count: int, tag: str) -> list[RequestResult]:
             requests = [body(system, f"{tag} {n}", spec.name) for n in range(count)]
             results, _ = asyncio.run(bench.run_load(running.endpoint, requests, 1))
             assert all(r.ok for r in results), [r.error for r in results]

@@ -16,7 +16,9 @@ import pytest
 
 from serving.loading import load_profile
 from serving.local import bench
+from serving.local.bench_stats import WorkloadReport
 from serving.local.simulation import settings_from_plan
+from serving.local.workloads import Workload
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "stacks" / "models" / "llama-3.1-8b.yaml"
@@ -28,10 +30,10 @@ CACHED_PROMPTS = 3
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bench.WorkloadReport]:
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, WorkloadReport]:
     spec = load_profile(PROFILE)
     assert spec.router.kind == "servestack_prefix_affinity"
-    workload = bench.Workload(
+    workload = Workload(
         name="multi-prompt", input_tokens=PREFIX_TOKENS + 50, output_tokens=8,
         requests=32, concurrency=4, shared_prefixes=PREFIXES, prefix_tokens=PREFIX_TOKENS,
     )  # fmt: skip
@@ -55,7 +57,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bench.Workloa
     return found
 
 
-def test_power_of_two_spreads_requests(reports: dict[str, bench.WorkloadReport]) -> None:
+def test_power_of_two_spreads_requests(reports: dict[str, WorkloadReport]) -> None:
     assert len(reports["power_of_two"].requests_per_replica) == REPLICAS
 
 
@@ -66,7 +68,7 @@ def test_power_of_two_spreads_requests(reports: dict[str, bench.WorkloadReport])
     "on_request_routed, so its prefix tree stays empty); serving/routing.py explains",
 )
 def test_prefix_affinity_hits_the_cache_more_than_power_of_two_across_replicas(
-    reports: dict[str, bench.WorkloadReport],
+    reports: dict[str, WorkloadReport],
 ) -> None:
     """Both halves matter: one flooded replica pays each prompt's cold miss once and can beat
     power of two's hit rate while serving at a fraction of its throughput."""
@@ -78,7 +80,7 @@ def test_prefix_affinity_hits_the_cache_more_than_power_of_two_across_replicas(
 
 
 def test_servestack_prefix_affinity_hits_the_cache_more_than_power_of_two_across_replicas(
-    reports: dict[str, bench.WorkloadReport],
+    reports: dict[str, WorkloadReport],
 ) -> None:
     """servestack's router (serving.routing), the issue-8 replacement, on the same requests."""
     affinity, random_choice = reports["servestack_prefix_affinity"], reports["power_of_two"]

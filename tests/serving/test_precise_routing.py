@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 
 from serving.cache_report import REPORT_KEY, CacheLedger, EngineView
 from serving.local.simulation import PrefixCache, chat_prompt, tokenize
+from serving.local.workloads import Workload
 from serving.precise_routing import PrecisePrefixRouter
 from serving.routing import DEFAULT_CHUNK_CHARS, chunk_hashes, request_text
 
@@ -203,7 +204,6 @@ def test_ideal_placement_misses_each_system_prompt_once() -> None:
     """The bench's yardstick: with words for tokens, four 160-word prompts asked 8 times each
     hit on 7 of 8 requests, on their whole block-aligned system prompt."""
     from serving.local import prefix_bench
-    from serving.local.bench import Workload
 
     workload = Workload(
         name="multi-prompt", input_tokens=170, output_tokens=1, requests=32, concurrency=1,
