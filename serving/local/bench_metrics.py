@@ -58,8 +58,11 @@ def settled(urls: Sequence[str], model: str, at_least: int) -> top.Snapshot | No
     its processes pushed, so requests just answered may not show yet. None if they never do."""
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
     while True:
-        snapshot = top.snapshot(urls)
-        if finished(snapshot, model) >= at_least:
+        try:
+            snapshot = top.snapshot(urls)
+        except OSError:  # a slow metrics agent (a busy machine) times out: ask again
+            snapshot = None
+        if snapshot is not None and finished(snapshot, model) >= at_least:
             return snapshot
         if time.monotonic() > deadline:
             return None
