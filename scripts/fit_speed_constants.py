@@ -21,7 +21,8 @@ from scipy.optimize import least_squares
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "serving")]
 
-from calibration_set import ROWS, score  # noqa: E402
+from calibration_score import score  # noqa: E402
+from calibration_set import ROWS  # noqa: E402
 from test_published_measurements import table  # noqa: E402
 
 from serving import comm, speed  # noqa: E402

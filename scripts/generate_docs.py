@@ -52,7 +52,7 @@ def fast_paths_table() -> str:
 
 def planner_error_table() -> str:
     sys.path.insert(0, str(ROOT / "tests"))
-    from calibration_set import readme_error_table
+    from calibration_score import readme_error_table
 
     return readme_error_table()
 

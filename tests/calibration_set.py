@@ -24,27 +24,9 @@ own server, not vLLM; the TensorRT-LLM rows are the engine alone, without a serv
 
 from __future__ import annotations
 
-import math
-import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from serving.placement import choose_machine
-from serving.planner import decode_step_s, plan, ttft_s
-from serving.spec import ModelSpec
-
-Metric = Literal["tpot", "ttft", "prefill", "output_tps", "total_tps"]
-Part = Literal["fit", "held"]
-
-# vLLM's serving defaults since 0.10 (engine/arg_utils.py): GPUs with >= 70 GiB that are not an
-# A100 get max_num_seqs 1024 and max_num_batched_tokens 8192; others 256 and 2048.
-VLLM_HOPPER = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
-VLLM_AMPERE = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
-# vLLM schedules synchronously unless a run passes --async-scheduling; a profile switches async
-# scheduling with the Ray V2 executor (serving.fast_paths), which every row sets as published.
-SYNC = {"fast_paths": {"ray_v2_executor": False}}
-ASYNC = {"fast_paths": {"ray_v2_executor": True}}
+from calibration_row import ASYNC, VLLM_AMPERE, VLLM_HOPPER, Metric, Part, Row, _p
 
 GPUSTACK = "https://docs.gpustack.ai/latest/performance-lab/"
 GPUSTACK_REPO = "github.com/gpustack/gpustack docs/performance-lab/"
@@ -80,89 +62,6 @@ LLAMA_2_70B: dict[str, Any] = {
     "vocab_size": 32000,
     "max_position_embeddings": 4096,
 }
-
-
-@dataclass(frozen=True)
-class Row:
-    source: str
-    setup: str
-    metric: Metric
-    published: float  # ms for tpot/ttft/prefill, tokens/s for *_tps
-    profile: dict[str, Any]
-    part: Part
-    batch: int = field(default=1, kw_only=True)  # concurrency, for tpot and ttft
-
-    def spec(self) -> ModelSpec:
-        base = {"name": "measured", "source": "org/model", "max_model_len": 4096}
-        return ModelSpec.model_validate(base | self.profile)
-
-    @property
-    def klass(self) -> str:
-        if self.metric in ("ttft", "prefill"):
-            return "ttft"
-        if self.metric in ("output_tps", "total_tps"):
-            return "saturation"
-        return "moe decode" if self.spec().architecture.is_moe else "dense decode"
-
-    @property
-    def gpu(self) -> str:
-        return str(self.profile["accelerator"])
-
-    @property
-    def label(self) -> str:
-        arch = self.profile["architecture"]
-        name = arch if isinstance(arch, str) else arch["key"]
-        layout = self.profile.get("parallelism", {})
-        work = self.profile["workload"]
-        lengths = f"{work['input_tokens']}/{work['output_tokens']}"
-        dtype = " fp8" if self.profile.get("quantization") == "fp8" else ""
-        expert = "+ep" if layout.get("expert") else ""
-        return (
-            f"{name}{dtype} {self.gpu} tp{layout.get('tensor', 1)}{expert} {lengths} "
-            f"{self.metric} c{self.batch}"
-        )
-
-
-def estimate(row: Row) -> float:
-    """The planner's figure for the row's metric, in the row's unit."""
-    spec = row.spec()
-    work = spec.workload
-    if row.metric == "tpot":
-        layout = spec.parallelism
-        machine = choose_machine(spec, layout.gpus_per_replica)
-        context = work.input_tokens + work.output_tokens // 2
-        return 1e3 * decode_step_s(spec, machine, layout, row.batch, context)
-    if row.metric == "ttft":
-        layout = spec.parallelism
-        machine = choose_machine(spec, layout.gpus_per_replica)
-        return 1e3 * ttft_s(spec, machine, layout, running=row.batch - 1)
-    # Published saturation runs queue every request at once with no latency target: the server
-    # decodes at the batch its KV cache allows, not the batch a profile's ITL target would keep.
-    model_plan = plan(spec, itl_target_s=math.inf)
-    if row.metric == "prefill":
-        return 1e3 * model_plan.groups[0].estimates.prefill_s
-    if row.metric == "output_tps":
-        return model_plan.output_tokens_per_s
-    return model_plan.requests_per_s * (work.input_tokens + work.output_tokens)
-
-
-def _p(
-    arch: str | dict[str, Any],
-    accelerator: str,
-    tensor: int = 1,
-    workload: tuple[int, int] = (1024, 256),
-    **extra: Any,
-) -> dict[str, Any]:
-    return (
-        {
-            "architecture": arch,
-            "accelerator": accelerator,
-            "parallelism": {"tensor": tensor},
-            "workload": {"input_tokens": workload[0], "output_tokens": workload[1]},
-        }
-        | SYNC
-        | extra
-    )
 
 
 # ShareGPT (vllm bench serve --dataset-name sharegpt) as GPUStack ran it: mean lengths from the
@@ -450,53 +349,3 @@ ROWS: list[Row] = [
               1798.45,
               _p("qwen3-32b", "a100-80gb", workload=VERY_LONG, max_model_len=32768, **A), "held"),
 ]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Scored:
-    row: Row
-    estimated: float
-
-    @property
-    def error(self) -> float:
-        return self.estimated / self.row.published - 1
-
-
-def score(rows: list[Row]) -> list[Scored]:
-    return [Scored(row, estimate(row)) for row in rows]
-
-
-TOLERANCE = 0.25
-CLASSES = ("dense decode", "moe decode", "ttft", "saturation")
-
-
-def within(rows: Sequence[Scored]) -> float:
-    """Share of the rows within ±25% of the published figure."""
-    return sum(abs(s.error) <= TOLERANCE for s in rows) / len(rows)
-
-
-def median_error(rows: Sequence[Scored]) -> float:
-    return statistics.median(abs(s.error) for s in rows)
-
-
-def readme_error_table() -> str:
-    """The README's table: held-back error by class of estimate and GPU."""
-    held = [s for s in score(ROWS) if s.row.part == "held"]
-    lines = [
-        "| estimate | GPU | held-back runs | within ±25% | median \\|error\\| | worst |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-    for klass in CLASSES:
-        for gpu in sorted({s.row.gpu for s in held if s.row.klass == klass}):
-            rows = [s for s in held if s.row.klass == klass and s.row.gpu == gpu]
-            worst = max((s.error for s in rows), key=abs)
-            lines.append(
-                f"| {klass} | {gpu} | {len(rows)} | {within(rows):.0%} | "
-                f"{median_error(rows):.0%} | {worst:+.0%} |"
-            )
-    worst = max((s.error for s in held), key=abs)
-    lines.append(
-        f"| all | all | {len(held)} | {within(held):.0%} | {median_error(held):.0%} "
-        f"| {worst:+.0%} |"
-    )
-    return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from infra.disruption import Resilience
@@ -34,3 +35,15 @@ def compile_spec(spec: ModelSpec, *, graceful_shutdown_s: int | None = None) -> 
 def deployable(spec: ModelSpec, resilience: Resilience | None = None) -> CompiledModel:
     """The spec planned and compiled for nodes with this resilience, as the platform does."""
     return compile_for(spec, plan(spec), resilience or Resilience())
+
+
+# Every profile the repository ships.
+SHIPPED_PROFILES = sorted(
+    (Path(__file__).resolve().parents[1] / "stacks" / "models").glob("*.yaml")
+)
+
+
+def llm_configs(compiled: ModelSpec) -> list[tuple[str, dict[str, Any]]]:
+    """(role, LLMConfig arguments) for each side the application runs."""
+    roles = [g.role for g in plan(compiled).groups]
+    return [(role, compile_spec(compiled).llm_config(role)) for role in roles]

@@ -2,44 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from planner_support import codes, spec
 
-from serving.accuracy import error_band
 from serving.catalog import ACCELERATORS, ARCHITECTURES, MACHINE_TYPES
-from serving.memory import RUNTIME_COMMUNICATION_BYTES
 from serving.planner import (
-    ALLTOALL_LATENCY_S,
-    alltoall_bytes_per_rank,
-    alltoall_s,
-    decode_step_s,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
-    memory,
     plan,
-    saturated_batch,
     weight_bytes_per_gpu,
 )
 from serving.rules import smallest_layout
-from serving.spec import ModelSpec
 from serving.spec_parts import Parallelism
-from serving.speed import burst_decode_s
-
-
-def spec(**fields: Any) -> ModelSpec:
-    base: dict[str, Any] = {
-        "name": "m",
-        "source": "org/model",
-        "architecture": "llama-3.1-8b",
-        "accelerator": "h100-80gb",
-        "max_model_len": 8192,
-    }
-    return ModelSpec.model_validate(base | fields)
-
-
-def codes(model_plan: Any) -> set[str]:
-    return {v.code for v in model_plan.verdicts}
 
 
 class TestMemory:
@@ -333,116 +307,3 @@ class TestEstimatesAndCost:
         )
         assert model_plan.itl_s == decode.estimates.itl_s
         assert model_plan.total_gpus_min == 2 * 2 + 1 * 4
-
-
-class TestAllToAll:
-    """Each DP rank dispatches its own tokens to the expert-parallel group, not the group's."""
-
-    def test_deepseek_v3_fp8_dp8_ep_message_is_the_ranks_own_tokens(self) -> None:
-        deepseek = spec(architecture="deepseek-v3", accelerator="h200-141gb",
-                        machine_type="a3-ultragpu-8g",
-                        parallelism={"tensor": 1, "data": 8, "expert": True})  # fmt: skip
-        layout = deepseek.parallelism
-        # 128 tokens x 8 experts x 7,168 hidden x 2 bytes, 7 of 8 ranks elsewhere
-        assert alltoall_bytes_per_rank(deepseek, layout, 128) == 7 / 8 * 128 * 8 * 7168 * 2
-        assert alltoall_bytes_per_rank(deepseek, layout, 128) == 12_845_056
-        # dispatch + combine on each of 61 layers, over one direction of NVLink (450 GB/s)
-        expected = 2 * 61 * (ALLTOALL_LATENCY_S + 12_845_056 / 450e9)
-        machine = MACHINE_TYPES["a3-ultragpu-8g"]
-        assert alltoall_s(deepseek, machine, layout, 128) == pytest.approx(expected)
-        assert alltoall_s(deepseek, machine, layout, 128) == pytest.approx(8.36e-3, rel=1e-3)
-
-    def test_qwen3_30b_a3b_dp8_ep_message_is_the_ranks_own_tokens(self) -> None:
-        qwen = spec(architecture="qwen3-30b-a3b", machine_type="a3-highgpu-8g",
-                    parallelism={"tensor": 1, "data": 8, "expert": True})  # fmt: skip
-        layout = qwen.parallelism
-        # 64 tokens x 8 experts x 2,048 hidden x 2 bytes, 7 of 8 ranks elsewhere
-        assert alltoall_bytes_per_rank(qwen, layout, 64) == 1_835_008
-        machine = MACHINE_TYPES["a3-highgpu-8g"]
-        expected = 2 * 48 * (ALLTOALL_LATENCY_S + 1_835_008 / 450e9)
-        assert alltoall_s(qwen, machine, layout, 64) == pytest.approx(expected)
-
-    def test_more_data_ranks_do_not_grow_a_ranks_message(self) -> None:
-        qwen = spec(architecture="qwen3-30b-a3b", machine_type="a3-highgpu-8g")
-        dp2 = Parallelism(tensor=1, data=2, expert=True)
-        dp8 = Parallelism(tensor=1, data=8, expert=True)
-        # only the share sent elsewhere grows (1/2 -> 7/8), not the tokens
-        ratio = alltoall_bytes_per_rank(qwen, dp8, 64) / alltoall_bytes_per_rank(qwen, dp2, 64)
-        assert ratio == pytest.approx((7 / 8) / (1 / 2))
-
-
-class TestPublishedMemory:
-    """Whether a model fits follows what published vLLM runs did on the same GPU."""
-
-    def test_gpt_oss_120b_loads_as_vllm_logs_it(self) -> None:
-        # "Model loading took 65.9651 GiB" on one H100, vLLM 0.10.1 (Marlin MXFP4):
-        # https://github.com/vllm-project/vllm/issues/23278 — not the 59.8 GiB of 4.25-bit weights.
-        weights = weight_bytes_per_gpu(spec(architecture="gpt-oss-120b"), Parallelism())
-        assert weights / 2**30 == pytest.approx(65.97, rel=0.01)
-
-    def test_gpt_oss_120b_at_131k_does_not_fit_one_h100(self) -> None:
-        # vLLM's default max_model_len for gpt-oss-120b is 131072; on one H100 it reports
-        # "Available KV cache memory: -2.14 GiB" and fails to start (vllm#23278, vLLM 0.10.1), and
-        # still only 1.71 GiB at gpu_memory_utilization 0.95 (vllm#27508), short of the 4.5 GiB one
-        # 131,072-token sequence needs.
-        model_plan = plan(spec(architecture="gpt-oss-120b", max_model_len=131072))
-        assert not model_plan.groups[0].memory.fits
-        assert "does-not-fit" in codes(model_plan)
-
-    def test_gpt_oss_120b_at_32k_fits_one_h100(self) -> None:
-        # GPUStack serves `vllm serve openai/gpt-oss-120b --max-model-len 32768` on one H100 SXM:
-        # https://docs.gpustack.ai/latest/performance-lab/gpt-oss-120b/h100
-        assert plan(spec(architecture="gpt-oss-120b", max_model_len=32768)).groups[0].memory.fits
-
-    @pytest.mark.parametrize("accelerator", ["h100-80gb", "a100-80gb"])
-    def test_qwen3_32b_bf16_at_32k_fits_one_80gb_gpu(self, accelerator: str) -> None:
-        # GPUStack serves `vllm serve Qwen/Qwen3-32B --max-model-len 32768` (BF16, vLLM 0.11.0) on
-        # "a single NVIDIA A100 SXM 80GB GPU", and `vllm serve Qwen/Qwen3-32B` (its default
-        # 40,960) without tensor parallelism on H100:
-        # https://docs.gpustack.ai/latest/performance-lab/qwen3-32b/a100 and .../qwen3-32b/h100.
-        # 61.1 GiB of weights and 8 GiB for one 32k sequence leave about 2.6 GiB on an H100 at
-        # gpu_memory_utilization 0.9 for activations and the runtime; a lone GPU needs no
-        # communicators, which the fixed 2 GiB overhead of old charged every GPU.
-        model_plan = plan(spec(architecture="qwen3-32b", accelerator=accelerator,
-                               max_model_len=32768))  # fmt: skip
-        assert model_plan.groups[0].memory.fits
-        assert model_plan.ok
-
-    def test_communicators_cost_memory_only_in_a_group(self) -> None:
-        alone = memory(spec(), Parallelism()).runtime_overhead_bytes
-        grouped = memory(spec(), Parallelism(tensor=2)).runtime_overhead_bytes
-        assert grouped - alone == RUNTIME_COMMUNICATION_BYTES
-
-
-def test_a_plan_carries_the_measured_error_for_its_kind_of_model() -> None:
-    dense = plan(spec()).measured_error
-    moe = plan(spec(architecture="qwen3-30b-a3b", machine_type="a3-highgpu-8g")).measured_error
-    for phase in ("decode", "ttft", "saturation"):
-        assert dense[phase] == error_band(False, phase).band  # type: ignore[arg-type]
-        assert moe[phase] == error_band(True, phase).band  # type: ignore[arg-type]
-    assert dense != moe
-
-
-class TestSaturation:
-    """A saturated server's batch and what its queued burst really delivers."""
-
-    def test_saturated_batch_holds_sequences_at_their_average_length(self) -> None:
-        model = spec(workload={"input_tokens": 2000, "output_tokens": 400}, max_num_seqs=4096)
-        mem = memory(model, model.parallelism)
-        # prompt plus half the output: vLLM allocates KV blocks as tokens arrive
-        assert saturated_batch(model, model.parallelism, mem) == mem.kv_capacity_tokens // 2200
-
-    def test_max_num_seqs_caps_the_saturated_batch(self) -> None:
-        model = spec(workload={"input_tokens": 100, "output_tokens": 100}, max_num_seqs=64)
-        assert saturated_batch(model, model.parallelism, memory(model, model.parallelism)) == 64
-
-    def test_a_draining_burst_delivers_less_than_the_full_batch_rate(self) -> None:
-        model = spec(workload={"input_tokens": 200, "output_tokens": 200})
-        layout = model.parallelism
-        machine = MACHINE_TYPES["a3-highgpu-1g"]
-        batch = 256
-        full_rate = batch / decode_step_s(model, machine, layout, batch, 300)
-        burst = burst_decode_s(model, machine, layout, batch, requests=1000)
-        assert 1000 * 200 / burst < full_rate
-        # and far more than one sequence at a time would
-        assert 1000 * 200 / burst > 20 / decode_step_s(model, machine, layout, 1, 300)

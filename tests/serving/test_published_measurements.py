@@ -14,7 +14,9 @@ import math
 from collections.abc import Sequence
 
 import pytest
-from calibration_set import CLASSES, ROWS, Row, Scored, median_error, score, within
+from calibration_row import Row
+from calibration_score import CLASSES, Scored, median_error, score, within
+from calibration_set import ROWS
 
 from serving.accuracy import ERROR_BANDS, ErrorBand
 

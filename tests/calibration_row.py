@@ -1,0 +1,81 @@
+"""A calibration row: one published run's setup, metric and value, and the profile it is
+planned as (vLLM's serving defaults of the version it names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from serving.spec import ModelSpec
+
+Metric = Literal["tpot", "ttft", "prefill", "output_tps", "total_tps"]
+Part = Literal["fit", "held"]
+
+# vLLM's serving defaults since 0.10 (engine/arg_utils.py): GPUs with >= 70 GiB that are not an
+# A100 get max_num_seqs 1024 and max_num_batched_tokens 8192; others 256 and 2048.
+VLLM_HOPPER = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
+VLLM_AMPERE = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
+# vLLM schedules synchronously unless a run passes --async-scheduling; a profile switches async
+# scheduling with the Ray V2 executor (serving.fast_paths), which every row sets as published.
+SYNC = {"fast_paths": {"ray_v2_executor": False}}
+ASYNC = {"fast_paths": {"ray_v2_executor": True}}
+
+
+@dataclass(frozen=True)
+class Row:
+    source: str
+    setup: str
+    metric: Metric
+    published: float  # ms for tpot/ttft/prefill, tokens/s for *_tps
+    profile: dict[str, Any]
+    part: Part
+    batch: int = field(default=1, kw_only=True)  # concurrency, for tpot and ttft
+
+    def spec(self) -> ModelSpec:
+        base = {"name": "measured", "source": "org/model", "max_model_len": 4096}
+        return ModelSpec.model_validate(base | self.profile)
+
+    @property
+    def klass(self) -> str:
+        if self.metric in ("ttft", "prefill"):
+            return "ttft"
+        if self.metric in ("output_tps", "total_tps"):
+            return "saturation"
+        return "moe decode" if self.spec().architecture.is_moe else "dense decode"
+
+    @property
+    def gpu(self) -> str:
+        return str(self.profile["accelerator"])
+
+    @property
+    def label(self) -> str:
+        arch = self.profile["architecture"]
+        name = arch if isinstance(arch, str) else arch["key"]
+        layout = self.profile.get("parallelism", {})
+        work = self.profile["workload"]
+        lengths = f"{work['input_tokens']}/{work['output_tokens']}"
+        dtype = " fp8" if self.profile.get("quantization") == "fp8" else ""
+        expert = "+ep" if layout.get("expert") else ""
+        return (
+            f"{name}{dtype} {self.gpu} tp{layout.get('tensor', 1)}{expert} {lengths} "
+            f"{self.metric} c{self.batch}"
+        )
+
+
+def _p(
+    arch: str | dict[str, Any],
+    accelerator: str,
+    tensor: int = 1,
+    workload: tuple[int, int] = (1024, 256),
+    **extra: Any,
+) -> dict[str, Any]:
+    return (
+        {
+            "architecture": arch,
+            "accelerator": accelerator,
+            "parallelism": {"tensor": tensor},
+            "workload": {"input_tokens": workload[0], "output_tokens": workload[1]},
+        }
+        | SYNC
+        | extra
+    )

@@ -1,0 +1,88 @@
+"""The calibration set scored: the planner's estimate for each row, the share within ±25%, the
+median error, and the README's held-back table."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from calibration_row import Row
+from calibration_set import ROWS
+
+from serving.placement import choose_machine
+from serving.planner import decode_step_s, plan, ttft_s
+
+
+def estimate(row: Row) -> float:
+    """The planner's figure for the row's metric, in the row's unit."""
+    spec = row.spec()
+    work = spec.workload
+    if row.metric == "tpot":
+        layout = spec.parallelism
+        machine = choose_machine(spec, layout.gpus_per_replica)
+        context = work.input_tokens + work.output_tokens // 2
+        return 1e3 * decode_step_s(spec, machine, layout, row.batch, context)
+    if row.metric == "ttft":
+        layout = spec.parallelism
+        machine = choose_machine(spec, layout.gpus_per_replica)
+        return 1e3 * ttft_s(spec, machine, layout, running=row.batch - 1)
+    # Published saturation runs queue every request at once with no latency target: the server
+    # decodes at the batch its KV cache allows, not the batch a profile's ITL target would keep.
+    model_plan = plan(spec, itl_target_s=math.inf)
+    if row.metric == "prefill":
+        return 1e3 * model_plan.groups[0].estimates.prefill_s
+    if row.metric == "output_tps":
+        return model_plan.output_tokens_per_s
+    return model_plan.requests_per_s * (work.input_tokens + work.output_tokens)
+
+
+@dataclass(frozen=True)
+class Scored:
+    row: Row
+    estimated: float
+
+    @property
+    def error(self) -> float:
+        return self.estimated / self.row.published - 1
+
+
+def score(rows: list[Row]) -> list[Scored]:
+    return [Scored(row, estimate(row)) for row in rows]
+
+
+TOLERANCE = 0.25
+CLASSES = ("dense decode", "moe decode", "ttft", "saturation")
+
+
+def within(rows: Sequence[Scored]) -> float:
+    """Share of the rows within ±25% of the published figure."""
+    return sum(abs(s.error) <= TOLERANCE for s in rows) / len(rows)
+
+
+def median_error(rows: Sequence[Scored]) -> float:
+    return statistics.median(abs(s.error) for s in rows)
+
+
+def readme_error_table() -> str:
+    """The README's table: held-back error by class of estimate and GPU."""
+    held = [s for s in score(ROWS) if s.row.part == "held"]
+    lines = [
+        "| estimate | GPU | held-back runs | within ±25% | median \\|error\\| | worst |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for klass in CLASSES:
+        for gpu in sorted({s.row.gpu for s in held if s.row.klass == klass}):
+            rows = [s for s in held if s.row.klass == klass and s.row.gpu == gpu]
+            worst = max((s.error for s in rows), key=abs)
+            lines.append(
+                f"| {klass} | {gpu} | {len(rows)} | {within(rows):.0%} | "
+                f"{median_error(rows):.0%} | {worst:+.0%} |"
+            )
+    worst = max((s.error for s in held), key=abs)
+    lines.append(
+        f"| all | all | {len(held)} | {within(held):.0%} | {median_error(held):.0%} "
+        f"| {worst:+.0%} |"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,14 @@
+"""Fixtures shared by the serving tests."""
+
+from __future__ import annotations
+
+import pytest
+from compiled_support import SHIPPED_PROFILES
+
+from serving.loading import load_profile
+from serving.spec import ModelSpec
+
+
+@pytest.fixture(params=SHIPPED_PROFILES, ids=lambda path: path.stem)
+def shipped(request: pytest.FixtureRequest) -> ModelSpec:
+    return load_profile(request.param)
