@@ -20,10 +20,8 @@ from infra.cli_common import (
     StackArg,
     console,
     errors,
-    one_model,
     pick,
     positive_ms,
-    require_local,
 )
 from infra.config import load_stack
 from infra.platform import compile_model, plan_platform
@@ -275,7 +273,7 @@ cli_local.register(app)
 def main() -> None:
     from infra import faults_cli
 
-    faults_cli.register(app, console, one_model, require_local)
+    faults_cli.register(app)
     try:
         app()
     except ServestackError as exc:

@@ -12,10 +12,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from infra.cli_common import console, one_model, positive, require_local
 from infra.config import load_stack
 from infra.stack_config import DEFAULT_STACK
 from serving.errors import ServestackError, unknown_key_fix
-from serving.spec import ModelSpec
 
 # The short form CI runs: every fault in one local Ray with servestack's HAProxy setting (no
 # reproduction), shorter waits.
@@ -68,8 +68,6 @@ def faults_command(
     time_scale: float,
     seed: int,
     out: Path | None,
-    console: Console,
-    pick_model: object,
 ) -> None:
     from serving.local import faults as runs
     from serving.local.fault_load import FaultLoad
@@ -77,7 +75,7 @@ def faults_command(
     from serving.local.simulation import settings_from_plan
 
     loaded = load_stack(stack)
-    spec: ModelSpec = pick_model(loaded.profiles, model, loaded.path)  # type: ignore[operator]
+    spec = one_model(loaded.profiles, model, loaded.path)
     wanted = faults or list(runs.FAULTS)
     for name in wanted:
         if name not in runs.FAULTS:
@@ -123,7 +121,7 @@ def faults_command(
         raise typer.Exit(1)
 
 
-def register(app: typer.Typer, console: Console, pick_model: object, require_local: object) -> None:
+def register(app: typer.Typer) -> None:
     @app.command("faults")
     def faults(
         stack: Annotated[
@@ -156,16 +154,14 @@ def register(app: typer.Typer, console: Console, pick_model: object, require_loc
 
         Each session is a local Ray with real Ray Serve and HAProxy; the engine is simulated.
         """
-        require_local(local, "faults")  # type: ignore[operator]
+        require_local(local, "faults")
         for value, flag in ((streams, "--streams"), (output_tokens, "--output-tokens"),
                             (replicas, "--replicas"), (time_scale, "--time-scale")):  # fmt: skip
-            if value <= 0:
-                raise ServestackError("command line", flag, f"{value:g} is not allowed here",
-                                      "use a positive number")  # fmt: skip
+            positive(value, flag)
         faults_command(
             stack, model, faults=fault, short=short, streams=streams,
             output_tokens=output_tokens, replicas=replicas, time_scale=time_scale, seed=seed,
-            out=out, console=console, pick_model=pick_model,
+            out=out,
         )  # fmt: skip
 
 
