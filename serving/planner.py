@@ -32,6 +32,7 @@ from serving.rules import Verdict, verdicts
 from serving.spec import ModelSpec
 from serving.spec_parts import Parallelism
 from serving.speed import (
+    BURST_REQUESTS,
     Estimates,
     decode_step_s,
     estimates,
@@ -121,8 +122,10 @@ def plan(
     spec: ModelSpec,
     prices: Mapping[str, float] | None = None,
     itl_target_s: float | None = None,
+    burst_requests: int = BURST_REQUESTS,
 ) -> Plan:
-    """Plan a spec. `prices` overrides catalog prices per machine type (USD per node-hour)."""
+    """Plan a spec. `prices` overrides catalog prices per machine type (USD per node-hour);
+    throughput is that of `burst_requests` requests queued at once."""
     groups: list[GroupPlan] = []
     found: list[Verdict] = []
     for group in replica_groups(spec):
@@ -133,7 +136,7 @@ def plan(
         # Throughput at the largest batch within the profile's inter-token target, unless the
         # caller asks about another target (the recommender's).
         target_s = spec.latency.itl_ms / 1e3 if itl_target_s is None else itl_target_s
-        est = estimates(spec, machine, role, layout, mem, target_s)
+        est = estimates(spec, machine, role, layout, mem, target_s, burst_requests)
         node_price = (prices or {}).get(machine.name, machine.price_per_hour_usd)
         replica_price = (
             node_price / where.replicas_per_node

@@ -50,39 +50,39 @@ ATTENTION_HBM_EFFICIENCY = 0.5
 # by kernels built for it (wgmma, TMA); the GEMMs a serving engine runs reach a smaller share of
 # it than Ampere's, as the published runs show: Qwen3-14B prefills 2K prompts at about 60% of an
 # A100's peak and 35% of an H100's.
-PREFILL_MFU = {8: 0.647, 9: 0.422}
-DECODE_MFU = 0.334
+PREFILL_MFU = {8: 0.649, 9: 0.44}
+DECODE_MFU = 0.327
 # Causal attention in prefill reaches less of the peak than the matmuls, and a smaller share of
 # Hopper's far larger peak than of Ampere's, by compute capability major version. Ampere:
 # FlashAttention-2 reaches 50-73% of A100 peak (Dao, "FlashAttention-2", 2023), taken at 0.6;
 # Hopper: fitted.
-ATTENTION_MFU = {8: 0.6, 9: 0.432}
+ATTENTION_MFU = {8: 0.6, 9: 0.398}
 # Attention sinks (gpt-oss) run on vLLM's Triton attention backend where FlashAttention 3 is not
 # available (Ampere), at this share of the peak (fitted on gpt-oss-20b at 32k on an A100).
-TRITON_ATTENTION_MFU = 0.117
+TRITON_ATTENTION_MFU = 0.115
 # Grouped expert GEMMs reach this share of the dense matmuls' efficiency (fitted).
-EXPERT_MFU_SHARE = 0.655
+EXPERT_MFU_SHARE = 0.7
 # FP8 expert weights run vLLM's fused-MoE kernels with a scale per 128x128 weight block (the
 # format of DeepSeek-V3's and Qwen3's FP8 checkpoints), which gain this much over the same
 # kernels' BF16 math, far from the 2x of FP8 tensor cores (fitted on Qwen3-235B-A22B-FP8).
-FP8_EXPERT_MATH_SPEEDUP = 1.05
+FP8_EXPERT_MATH_SPEEDUP = 1.1
 # Fixed cost of one engine step (scheduling, input preparation, launch) with CUDA graphs on
 # (fitted). Async scheduling hides it behind the GPU's work on the step before (see
 # _async_scheduling)...
-STEP_OVERHEAD_S = 0.622e-3
+STEP_OVERHEAD_S = 0.619e-3
 # ...and what each running sequence adds (scheduler bookkeeping, sampling, detokenizing and
 # streaming its token), which grows with the batch: vLLM found the CPU side a large share of an
 # H100's step (https://blog.vllm.ai/2024/09/05/perf-update.html). Fitted.
-PER_SEQUENCE_STEP_S = 36.8e-6
+PER_SEQUENCE_STEP_S = 40.1e-6
 # One transformer layer's dozen small kernels (norms, rotary, attention, activation) cost a few
 # microseconds each even replayed from a CUDA graph; per layer and step (fitted, at its bound).
 LAYER_OVERHEAD_S = 40e-6
 # A MoE layer's routing, top-k, token permutation and grouped-GEMM launches, per layer and step
 # (fitted).
-MOE_LAYER_OVERHEAD_S = 46.8e-6
+MOE_LAYER_OVERHEAD_S = 46.6e-6
 # Time to first token that no prefill explains: the HTTP request, chat template and
 # tokenization, scheduling and detokenizing the first token (fitted).
-TTFT_FLOOR_S = 28.3e-3
+TTFT_FLOOR_S = 28.7e-3
 # Throughput is that of this many requests queued at once: `vllm bench serve`'s default
 # --num-prompts, the way published serving throughput is measured.
 BURST_REQUESTS = 1000
@@ -306,10 +306,12 @@ def estimates(
     layout: Parallelism,
     mem: MemoryBreakdown,
     itl_target_s: float | None = None,
+    burst_requests: int = BURST_REQUESTS,
 ) -> Estimates:
-    """Latency at low load, and throughput of a burst of BURST_REQUESTS requests decoded at the
-    batch a saturated server reaches (lowered to meet an inter-token latency target if one is
-    given)."""
+    """Latency at low load, and throughput of a burst of `burst_requests` requests decoded at
+    the batch a saturated server reaches (lowered to meet an inter-token latency target if one
+    is given). The size of the burst matters: the fewer the requests, the larger the share of
+    the run spent draining, when the batch is no longer full."""
     work = spec.workload
     prompt = prefill_s(spec, machine, layout, work.input_tokens)
     if role == "prefill":
@@ -328,7 +330,7 @@ def estimates(
             requests_per_s=0.0, output_tokens_per_s=0.0,
         )  # fmt: skip
     step = decode_step_s(spec, machine, layout, batch, context)
-    requests = BURST_REQUESTS / layout.data
+    requests = burst_requests / layout.data
     prefill_seconds = requests * prefill_compute_s(spec, layout, work.input_tokens)
     decode_seconds = burst_decode_s(spec, machine, layout, batch, requests)
     # A prefill-only replica pays no decode, a decode-only one no prefill.
@@ -337,7 +339,7 @@ def estimates(
         "prefill": prefill_seconds,
         "decode": decode_seconds,
     }[role]
-    requests_per_s = BURST_REQUESTS / seconds
+    requests_per_s = burst_requests / seconds
     return Estimates(
         prefill_s=prompt,
         ttft_s=ttft,

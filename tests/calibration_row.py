@@ -3,6 +3,7 @@ planned as (vLLM's serving defaults of the version it names)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -34,6 +35,12 @@ class Row:
     def spec(self) -> ModelSpec:
         base = {"name": "measured", "source": "org/model", "max_model_len": 4096}
         return ModelSpec.model_validate(base | self.profile)
+
+    @property
+    def prompts(self) -> int | None:
+        """Requests a saturation run queued at once, as its setup states them ('500 prompts')."""
+        found = re.search(r"([\d,]+) prompts", self.setup)
+        return int(found.group(1).replace(",", "")) if found else None
 
     @property
     def klass(self) -> str:

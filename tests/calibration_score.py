@@ -29,10 +29,13 @@ def estimate(row: Row) -> float:
         machine = choose_machine(spec, layout.gpus_per_replica)
         return 1e3 * ttft_s(spec, machine, layout, running=row.batch - 1)
     # Published saturation runs queue every request at once with no latency target: the server
-    # decodes at the batch its KV cache allows, not the batch a profile's ITL target would keep.
-    model_plan = plan(spec, itl_target_s=math.inf)
+    # decodes at the batch its KV cache allows, not the batch a profile's ITL target would keep;
+    # the burst is the run's own number of prompts.
     if row.metric == "prefill":
+        model_plan = plan(spec, itl_target_s=math.inf)
         return 1e3 * model_plan.groups[0].estimates.prefill_s
+    assert row.prompts is not None, f"{row.label}: the setup states no number of prompts"
+    model_plan = plan(spec, itl_target_s=math.inf, burst_requests=row.prompts)
     if row.metric == "output_tps":
         return model_plan.output_tokens_per_s
     return model_plan.requests_per_s * (work.input_tokens + work.output_tokens)

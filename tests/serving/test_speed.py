@@ -8,6 +8,7 @@ hold the physics (which peak each term runs at, over which widths) without reach
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from serving.catalog import ACCELERATORS, ARCHITECTURES
 from serving.memory import weight_bytes_per_gpu
 from serving.placement import choose_machine
-from serving.planner import prefill_s
+from serving.planner import plan, prefill_s
 from serving.spec import ModelSpec
 from serving.speed import (
     ATTENTION_MFU,
@@ -141,3 +142,20 @@ class TestAsyncScheduling:
             step = decode_step_s(model, machine, layout, 3, context)
             waited = ttft_s(model, machine, layout, running=3) - ttft_s(model, machine, layout)
             assert waited == pytest.approx(steps * step)
+
+
+class TestBurst:
+    """Published throughput queues the run's prompts at once (`vllm bench serve --num-prompts`):
+    a server stays at its full batch while the queue lasts, then drains."""
+
+    def test_the_fewer_the_requests_the_larger_the_drain_and_the_lower_the_throughput(self) -> None:
+        qwen = spec(architecture="qwen3-14b", accelerator="h100-80gb",
+                    workload={"input_tokens": 217, "output_tokens": 202})  # fmt: skip
+        rates = [
+            plan(qwen, itl_target_s=math.inf, burst_requests=n).output_tokens_per_s
+            for n in (100, 500, 1000, 100_000)
+        ]
+        assert rates == sorted(rates) and len(set(rates)) == len(rates)
+        # however long the queue, no faster than the full batch decodes
+        estimates = plan(qwen, itl_target_s=math.inf).groups[0].estimates
+        assert rates[-1] < estimates.decode_batch / estimates.itl_at_batch_s
