@@ -66,11 +66,36 @@ def weight_bytes(spec: ModelSpec, as_loaded: bool = True) -> tuple[float, float]
     return embeddings + rest * per_weight[spec.weights_dtype], experts
 
 
+def replicated_weight_bytes(spec: ModelSpec) -> float:
+    """Weights every tensor-parallel rank holds whole: vLLM's MLA layers keep the down-projection
+    of the hidden state to the compressed query and latent KV (fused_qkv_a_proj, hidden ->
+    q_lora_rank + kv_lora_rank + qk_rope_head_dim; kv_a_proj_with_mqa alone where the query is
+    not compressed) unsharded (`disable_tp=True` / ReplicatedLinear in
+    vllm/model_executor/models/deepseek_v2.py). DeepSeek-V3: 61 x 7168 x 2112 weights, 0.92 GB
+    in FP8, that each of 8 TP ranks stores and reads every step instead of an eighth of it."""
+    arch = spec.architecture
+    if arch.attention != "mla":
+        return 0.0
+    assert arch.kv_lora_rank is not None and arch.qk_rope_head_dim is not None
+    width = (arch.q_lora_rank or 0) + arch.kv_lora_rank + arch.qk_rope_head_dim
+    per_weight = BYTES_PER_WEIGHT_AS_LOADED[spec.weights_dtype]
+    return arch.num_layers * arch.hidden_size * width * per_weight
+
+
+def dense_weight_bytes_per_gpu(spec: ModelSpec, layout: Parallelism) -> float:
+    """Non-expert weights shard over TP x PP, but for the replicated ones, which shard over
+    pipeline stages only."""
+    dense, _ = weight_bytes(spec)
+    replicated = replicated_weight_bytes(spec)
+    return (dense - replicated) / layout.model_parallel_size + replicated / layout.pipeline
+
+
 def weight_bytes_per_gpu(spec: ModelSpec, layout: Parallelism) -> float:
-    """Non-expert weights shard over TP x PP; experts over EP (= DP x TP) x PP when EP is on."""
-    dense, experts = weight_bytes(spec)
+    """Non-expert weights as above; experts over EP (= DP x TP) x PP when EP is on, else TP x PP."""
+    _, experts = weight_bytes(spec)
     expert_shards = layout.expert_parallel_size if layout.expert else layout.tensor
-    return dense / layout.model_parallel_size + experts / (expert_shards * layout.pipeline)
+    dense = dense_weight_bytes_per_gpu(spec, layout)
+    return dense + experts / (expert_shards * layout.pipeline)
 
 
 def kv_bytes_per_token(spec: ModelSpec) -> int:

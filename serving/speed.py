@@ -25,6 +25,7 @@ from serving.comm import P2P_LATENCY_S, comm_s
 from serving.frozen import Frozen
 from serving.memory import (
     MemoryBreakdown,
+    dense_weight_bytes_per_gpu,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     weight_bytes,
@@ -171,13 +172,13 @@ def decode_step_s(
 ) -> float:
     """One decode step for `batch` sequences of `context` tokens on one DP rank."""
     hbm = spec.gpu.hbm_bandwidth_bytes_per_s
-    dense, _ = weight_bytes(spec)
+    dense = dense_weight_bytes_per_gpu(spec, layout)
     group_tokens = batch * layout.data  # experts see every DP rank's tokens
     experts_read = _expert_bytes_touched_per_gpu(spec, layout, group_tokens)
     kv_read = batch * context * kv_bytes_per_token_per_gpu(spec, layout)
     # A token passes the pipeline stages one after another, so each stage's time adds up.
     memory_s = layout.pipeline * (
-        dense / layout.model_parallel_size / (hbm * HBM_EFFICIENCY)
+        dense / (hbm * HBM_EFFICIENCY)
         + experts_read / (hbm * EXPERT_HBM_EFFICIENCY)
         + kv_read / (hbm * ATTENTION_HBM_EFFICIENCY)
     )
@@ -223,7 +224,7 @@ def prefill_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens
     """Chunked prefill of one prompt: math-bound, at least one weight read per chunk."""
     chunks = math.ceil(tokens / spec.max_num_batched_tokens)
     hbm = spec.gpu.hbm_bandwidth_bytes_per_s
-    dense, _ = weight_bytes(spec)
+    dense = dense_weight_bytes_per_gpu(spec, layout)
     # Each chunk streams the dense weights, and the experts its tokens route to at the grouped
     # GEMMs' efficiency, as a decode step does.
     chunk_tokens = min(tokens, spec.max_num_batched_tokens) * layout.data
@@ -231,10 +232,7 @@ def prefill_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens
     memory_s = (
         chunks
         * layout.pipeline
-        * (
-            dense / layout.model_parallel_size / (hbm * HBM_EFFICIENCY)
-            + experts_read / (hbm * EXPERT_HBM_EFFICIENCY)
-        )
+        * (dense / (hbm * HBM_EFFICIENCY) + experts_read / (hbm * EXPERT_HBM_EFFICIENCY))
     )
     comm = comm_s(spec, machine, layout, tokens) + (chunks - 1) * comm_s(spec, machine, layout, 0)
     step = STEP_OVERHEAD_S + _layers_overhead_s(spec, layout)

@@ -73,6 +73,9 @@ class Architecture(StrictFrozen):
     )
     kv_lora_rank: int | None = Field(default=None, description="MLA compressed KV width.")
     qk_rope_head_dim: int | None = Field(default=None, description="MLA decoupled RoPE key width.")
+    q_lora_rank: int | None = Field(
+        default=None, description="MLA compressed query width (None: the query is not compressed)."
+    )
     num_experts: int = Field(
         default=0, ge=0, description="Routed experts per MoE layer; 0 = dense."
     )
@@ -285,7 +288,8 @@ ARCHITECTURES: dict[str, Architecture] = {
             experts_per_token=2,
         ),
         # https://huggingface.co/deepseek-ai/DeepSeek-V3 (671B total + 14B MTP module not
-        # served here, 37B activated; MLA with kv_lora_rank 512 and a 64-wide RoPE key;
+        # served here, 37B activated; MLA with kv_lora_rank 512, a 64-wide RoPE key and the query
+        # compressed to q_lora_rank 1536;
         # 256 routed experts, 8 per token; published in FP8. head_dim is the value head width;
         # query/key heads are 192 wide with RoPE, which only the attention-FLOP estimate sees)
         _arch(
@@ -305,6 +309,7 @@ ARCHITECTURES: dict[str, Architecture] = {
             attention="mla",
             kv_lora_rank=512,
             qk_rope_head_dim=64,
+            q_lora_rank=1536,
             num_experts=256,
             experts_per_token=8,
         ),

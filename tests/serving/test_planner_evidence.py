@@ -21,7 +21,7 @@ from serving.planner import (
     weight_bytes_per_gpu,
 )
 from serving.spec_parts import Parallelism
-from serving.speed import burst_decode_s
+from serving.speed import HBM_EFFICIENCY, burst_decode_s
 
 
 class TestAllToAll:
@@ -96,6 +96,27 @@ class TestPublishedMemory:
                                max_model_len=32768))  # fmt: skip
         assert model_plan.groups[0].memory.fits
         assert model_plan.ok
+
+    def test_mla_down_projections_are_whole_on_every_tensor_parallel_rank(self) -> None:
+        # vLLM's DeepSeek-V3 (vllm/model_executor/models/deepseek_v2.py) builds fused_qkv_a_proj
+        # with disable_tp=True: 61 layers x 7168 x (1536 + 512 + 64) FP8 weights on each rank.
+        deepseek = spec(architecture="deepseek-v3", accelerator="h200-141gb", max_model_len=32768)
+        replicated = 61 * 7168 * (1536 + 512 + 64)
+        tp4 = weight_bytes_per_gpu(deepseek, Parallelism(tensor=4))
+        tp8 = weight_bytes_per_gpu(deepseek, Parallelism(tensor=8))
+        # halving every shard but the replicated one: 8 x tp8 - 4 x tp4 = (8 - 4) x replicated
+        assert 8 * tp8 - 4 * tp4 == pytest.approx(4 * replicated)
+        # and a decode step reads it: at TP8 the step streams that much more than an even split
+        h200 = MACHINE_TYPES["a3-ultragpu-8g"]
+        even = deepseek.model_copy(
+            update={"architecture": deepseek.architecture.model_copy(update={"q_lora_rank": 0})}
+        )
+        layout = Parallelism(tensor=8)
+        extra = decode_step_s(deepseek, h200, layout, 1, 512) - decode_step_s(
+            even, h200, layout, 1, 512
+        )
+        bandwidth = deepseek.gpu.hbm_bandwidth_bytes_per_s * HBM_EFFICIENCY
+        assert extra == pytest.approx(61 * 7168 * 1536 * 7 / 8 / bandwidth)
 
     def test_communicators_cost_memory_only_in_a_group(self) -> None:
         alone = memory(spec(), Parallelism()).runtime_overhead_bytes

@@ -102,7 +102,7 @@ def test_rows_schedule_as_their_published_runs_did(scored: list[Scored]) -> None
     "(SGLang's, on the same GPU and prompts, 11.5 ms), 23 ms for gpt-oss-120b against 29 ms: "
     "Qwen3-8B's extra time is not GPU prefill. No layer or TP term separates two 36-layer TP1 "
     "models (fitted, a per-layer prefill cost goes to zero). DeepSeek-R1 at TP8 on H200 is "
-    "1.5-1.9x slower than estimated in every regime (19.4 ms per token against 10.2 at "
+    "1.5-1.9x slower than estimated in every regime (19.4 ms per token against 10.4 at "
     "concurrency 4; prefill at about 18K tokens/s against 41K), and every DeepSeek row is "
     "held: nothing fits an MLA or TP8-specific term.",
 )
