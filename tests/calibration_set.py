@@ -20,6 +20,21 @@ notes the median of the same run. Its P99 inter-token latency at c >= 4 is the l
 that carries a new prompt (each such step stalls c - 1 streams: at c = 4, three of about 220
 tokens per request, more than 1% of the samples). The NIM rows are TensorRT-LLM behind NVIDIA's
 own server, not vLLM; the TensorRT-LLM rows are the engine alone, without a server.
+
+What each source counts as the first token. `vllm bench serve`'s chat client stops the clock at
+the first streamed chunk that carries `choices`, whatever its delta (role, reasoning or content:
+vllm/benchmarks/lib/endpoint_request_func.py, async_request_openai_chat_completions), and
+vLLM's chat server sends its first chunk, the one naming the assistant's role, when the
+engine's first output for the request arrives, after the first token is sampled
+(entrypoints/openai chat serving, chat_completion_stream_generator, first_iteration). A
+reasoning model's thinking (Qwen3, DeepSeek-R1, gpt-oss's analysis channel) therefore does not
+delay it, and none of these serve commands sets a reasoning parser: the rows are the time to
+the first generated token through the HTTP server, chat template and tokenizer, what
+serving.speed.ttft_s estimates. The client starts the first c requests together (no request
+rate under --max-concurrency c) and sends one test request before the run, outside its timing.
+NIM's figures are GenAI-Perf's, which skips responses without content
+(https://docs.nvidia.com/nim/benchmarking/llm/latest/metrics.html): at most one step later
+than vLLM's definition, never earlier.
 """
 
 from __future__ import annotations
