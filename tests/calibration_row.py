@@ -31,6 +31,10 @@ class Row:
     profile: dict[str, Any]
     part: Part
     batch: int = field(default=1, kw_only=True)  # concurrency, for tpot and ttft
+    # Per-request time the measured vLLM version spent before prefill that the version
+    # servestack deploys no longer spends (see calibration_set.VLLM_0_11_QWEN3_TEMPLATE_PARSE_S);
+    # added to the planner's TTFT for this row only.
+    retired_frontend_s: float = field(default=0.0, kw_only=True)
 
     def spec(self) -> ModelSpec:
         base = {"name": "measured", "source": "org/model", "max_model_len": 4096}

@@ -27,7 +27,7 @@ def estimate(row: Row) -> float:
     if row.metric == "ttft":
         layout = spec.parallelism
         machine = choose_machine(spec, layout.gpus_per_replica)
-        return 1e3 * ttft_s(spec, machine, layout, running=row.batch - 1)
+        return 1e3 * (ttft_s(spec, machine, layout, running=row.batch - 1) + row.retired_frontend_s)
     # Published saturation runs queue every request at once with no latency target: the server
     # decodes at the batch its KV cache allows, not the batch a profile's ITL target would keep;
     # the burst is the run's own number of prompts.

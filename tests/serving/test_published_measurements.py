@@ -93,24 +93,25 @@ def test_rows_schedule_as_their_published_runs_did(scored: list[Scored]) -> None
 @pytest.mark.xfail(
     strict=True,
     reason="held-back bars not met: 77% within ±25% (bar 80%), TTFT 3 of 7 rows within (bar "
-    "60%); the median (12.3%, bar 15%) and the other classes meet theirs. Rows checked against "
+    "60%); the median (10.4%, bar 15%) and the other classes meet theirs. Rows checked against "
     "their sources, and each TTFT source measures what ttft_s estimates (see calibration_set): "
     "vllm bench serve times the first chunk with choices, which vLLM's chat server sends once "
     "the first token is sampled, so reasoning does not delay it; closed loop at the stated "
     "concurrency, one untimed test request first; GenAI-Perf (NIM) times the first non-empty "
-    "content, no earlier. The misses are engine time. Beyond prefill and the steps waited, "
-    "vLLM 0.11's first token costs a per-request time that differs by model on the same GPU, "
-    "layout and depth: 12-17 ms for gpt-oss-120b (36 layers, one H100 or A100), 48 ms for "
-    "Qwen3-8B (36 layers, one H100), 89 ms for DeepSeek-R1 (TP8, H200). On the same prompts and "
-    "H100 at concurrency 4, Qwen3-8B's mean TTFT is 64 ms under vLLM 0.11, 52 ms under "
-    "trtllm-serve, 28 ms under SGLang (GPUStack's qwen3-8b/h100-latency page), and vLLM's step "
-    "carrying a new prompt (P99 ITL) is 41 ms against SGLang's 11.5: Qwen3-8B's extra time is "
-    "not GPU prefill. No layer or TP term separates two 36-layer TP1 models (fitted, a "
-    "per-layer prefill cost goes to zero). NIM's page, concurrency 1 (200, 500, 1,000, 5,000 "
+    "content, no earlier. One difference of setup is accounted: vLLM 0.11 parsed the chat "
+    "template on the event loop for every request (13-15 ms measured for Qwen3's), which the "
+    "vLLM servestack deploys caches; the Qwen3-8B rows carry it and the constants were refit. "
+    "The rest is engine time. Under Qwen3-8B (-26% and -36% held) each arrival still costs "
+    "the other streams 30-35 ms (mean minus median ITL over the run) against SGLang's 3, more "
+    "than the parse explains; on the "
+    "same prompts and H100 at concurrency 4 its mean TTFT is 64 ms under vLLM 0.11, 52 ms under "
+    "trtllm-serve, 28 ms under SGLang (GPUStack's qwen3-8b/h100-latency page). No layer or TP "
+    "term separates two 36-layer TP1 models (fitted, a per-layer prefill cost goes to zero). "
+    "NIM's page, concurrency 1 (200, 500, 1,000, 5,000 "
     "in: 31, 48, 82, 407 ms), puts TensorRT-LLM's floor at 13-20 ms and its prefill at "
     "0.07-0.08 ms per token against the planner's vLLM 0.1: the 500-in row misses on TensorRT-"
     "LLM's faster frontend and FP8 prefill, not on what is measured. DeepSeek-R1 at TP8 on H200 "
-    "is 1.5-1.9x slower than estimated in every regime (19.4 ms per token against 10.4 at "
+    "is 1.2-2.2x slower than estimated in every regime (19.4 ms per token against 10.5 at "
     "concurrency 4; prefill at about 18K tokens/s against 41K), and every DeepSeek row is "
     "held: nothing fits an MLA or TP8-specific term.",
 )
@@ -126,9 +127,9 @@ def test_held_back_rows_meet_the_acceptance_bars(scored: list[Scored]) -> None:
 def test_fit_rows_stay_where_the_constants_were_fitted(scored: list[Scored]) -> None:
     """A change to the model that moves the fitted rows must come with a refit."""
     fit = [s for s in scored if s.row.part == "fit"]
-    # The least-squares optimum leaves four of the five fit TTFT rows outside ±25%: their
-    # per-request floors disagree (Qwen3-8B's under vLLM is three to four times gpt-oss's, NIM's
-    # about none).
+    # The least-squares optimum leaves one of the five fit TTFT rows outside ±25% (Qwen3-8B at
+    # concurrency 1, -27%): per-request floors disagree even once vLLM 0.11's template parse is
+    # added to the Qwen3 rows (Qwen3-8B's is still about twice gpt-oss's, NIM's about none).
     assert _within(fit) >= 0.8
     assert _median(fit) <= 0.10
 
