@@ -59,17 +59,19 @@ def block_keys(tokens: Sequence[Hashable], block_tokens: int) -> list[int]:
 def chunk_anchors(
     text: str, tokens: Sequence[Hashable], block_tokens: int, chunk_chars: int, max_chunks: int
 ) -> list[tuple[int, int]]:
-    """(text chunk hash, content key of the block holding the token where the chunk ends) for
-    each whole text chunk that ends past the prompt's first full block."""
+    """(text chunk hash, content key of the last full block before the token where the chunk
+    ends) for each whole text chunk of a prompt of at least one full block. Chunks that end
+    inside the first block anchor to it: the router matches a prompt from its first chunk on,
+    so a first chunk left out would hide every later one (with a 128-token block, the first
+    256 characters end inside it)."""
     keys = block_keys(tokens, block_tokens)
     if not keys or not text:
         return []
     anchors = []
     for index, chunk in enumerate(chunk_hashes(text, chunk_chars, max_chunks)):
         end_token = (index + 1) * chunk_chars * len(tokens) // len(text)
-        block = min(end_token // block_tokens, len(keys)) - 1
-        if block >= 0:
-            anchors.append((chunk, keys[block]))
+        block = max(min(end_token // block_tokens, len(keys)) - 1, 0)
+        anchors.append((chunk, keys[block]))
     return anchors
 
 

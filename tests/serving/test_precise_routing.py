@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI, Request
 
 from serving.cache_report import REPORT_KEY, CacheLedger, EngineView
@@ -36,9 +37,9 @@ def chat(system: int, question: str) -> dict[str, Any]:
 class Replica:
     """A simulated engine's cache with the ledger the replica's server keeps beside it."""
 
-    def __init__(self, capacity_prompts: float = 100) -> None:
-        self.cache = PrefixCache(int(capacity_prompts * 520), BLOCK)
-        self.ledger = CacheLedger(BLOCK, epoch="e")
+    def __init__(self, capacity_prompts: float = 100, block: int = BLOCK) -> None:
+        self.cache = PrefixCache(int(capacity_prompts * 520), block)
+        self.ledger = CacheLedger(block, epoch="e")
         self.cache.listeners.append(self.ledger)
 
     def serve(self, body: dict[str, Any], now: float) -> int:
@@ -137,9 +138,11 @@ def test_the_router_stops_treating_a_cleared_replica_as_a_holder_at_its_next_rep
     assert holders == []
 
 
-def test_a_new_router_knows_the_holders_from_the_reports_alone() -> None:
+# 128: vLLM's CPU build's block, longer than the prompt's first text chunk (about 40 tokens).
+@pytest.mark.parametrize("block", [BLOCK, 128])
+def test_a_new_router_knows_the_holders_from_the_reports_alone(block: int) -> None:
     """A router restart loses nothing the engines can tell again."""
-    replicas = {name: Replica() for name in REPLICAS}
+    replicas = {name: Replica(block=block) for name in REPLICAS}
     for system, name in enumerate(REPLICAS):
         replicas[name].serve(chat(system, "warm"), now=1.0)
     fresh = router()
