@@ -65,6 +65,29 @@ def _table(
     return table
 
 
+def _title(engine: str) -> str:
+    label = "simulated engine" if engine == "simulated" else "vLLM 0.22 CPU build, tiny model"
+    return f"servestack bench --local ({label}; real Ray Serve and HAProxy)"
+
+
+def bench_table(
+    reports: Sequence[WorkloadReport], engine: str, headers: Sequence[str] = ()
+) -> Table:
+    """The bench's table, with only the columns named (headers on one line, e.g. "TTFT p50
+    ms") when some are: the README's excerpts of a committed run."""
+    names = {" ".join(c[0].split()): c for c in COLUMNS}
+    unknown = [h for h in headers if h not in names]
+    if unknown:
+        raise ValueError(f"no bench column {unknown}: the columns are {list(names)}")
+    columns = [names[h] for h in headers] if headers else COLUMNS
+    return _table(_title(engine), reports, columns)
+
+
+def ratio_text(name: str, value: float) -> str:
+    """A headline ratio as the bench prints it: hit rates bare, the others as a factor."""
+    return f"{value:.2f}" if "hit rate" in name else f"{value:.2f}x"
+
+
 def print_bench(
     console: Console,
     reports: Sequence[WorkloadReport],
@@ -73,10 +96,7 @@ def print_bench(
 ) -> None:
     if not console.is_terminal:
         console = Console(width=PIPED_WIDTH, file=console.file)
-    # The real engine's replicas all carry vLLM's config-hash fingerprint: requests per replica
-    # cannot be told apart there, so the column shows one bucket.
-    label = "simulated engine" if engine == "simulated" else "vLLM 0.22 CPU build, tiny model"
-    title = f"servestack bench --local ({label}; real Ray Serve and HAProxy)"
+    title = _title(engine)
     table = _table(title, reports, COLUMNS)
     natural = console.measure(table, options=console.options.update_width(10_000)).maximum
     if natural <= console.width:
@@ -91,5 +111,4 @@ def print_bench(
         for error in report.errors:
             console.print(f"[red]{report.variant} {report.workload}: {error}[/red]")
     for name, value in ratios.items():
-        unit = "" if "hit rate" in name else "x"
-        console.print(f"{name}: [bold]{value:.2f}{unit}[/bold]")
+        console.print(f"{name}: [bold]{ratio_text(name, value)}[/bold]")

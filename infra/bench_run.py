@@ -5,6 +5,7 @@ chart. The CLI checks the flags, calls `run` and prints."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ def run(
     variants = [v for v in variants if v.workloads]
     runs = sum(len(v.workloads) for v in variants)
     spec_of = {v.name: spec for v in variants}
-    ideal: dict[str, float] = {}
+    ideal: dict[str, float] = {}  # workload -> ideal placement's hit rate
     if options.engine == "vllm":
         spec_of, ideal = _vllm_router_caches(spec, variants, workloads, options.cache_prompts)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -119,12 +120,7 @@ def run(
                 )  # fmt: skip
             except bench.VariantStartError as exc:
                 raise BenchStartError(f"{variant.name}: {exc}") from None
-    ratios = (
-        bench_stats.ratios(reports)
-        if options.engine == "simulated"
-        else vllm_bench.vllm_ratios(reports)
-    )
-    ratios |= ideal
+    ratios = bench_ratios(options.engine, reports, ideal)
     document = {
         "command": command,
         "model": spec.name,
@@ -134,6 +130,7 @@ def run(
         "workloads": {name: w.model_dump() for name, w in workloads.items()},
         "variants": [v.model_dump() for v in variants],
         "ratios": ratios,
+        "ideal_hit_rates": ideal,
         "reports": [r.model_dump() for r in reports],
     }
     (out_dir / "bench.json").write_text(json.dumps(document, indent=2) + "\n")
@@ -141,12 +138,33 @@ def run(
     return BenchOutcome(document, reports, ratios)
 
 
+def bench_ratios(
+    engine: str, reports: Sequence[bench_stats.WorkloadReport], ideal: Mapping[str, float]
+) -> dict[str, float]:
+    """The headline ratios the bench prints and writes, from its reports and the hit rate of
+    ideal placement per workload (the real engine's capped caches only)."""
+    from serving.local import prefix_bench, vllm_bench
+
+    if engine == "simulated":
+        return bench_stats.ratios(reports)
+    return vllm_bench.vllm_ratios(reports) | prefix_bench.ideal_ratios(
+        reports, ideal, vllm_bench.POWER_TWO
+    )
+
+
+def load_document(path: Path) -> tuple[dict[str, Any], list[bench_stats.WorkloadReport]]:
+    """A bench.json as the bench wrote it, with its reports read back."""
+    document = json.loads(path.read_text())
+    reports = [bench_stats.WorkloadReport.model_validate(r) for r in document["reports"]]
+    return document, reports
+
+
 def _vllm_router_caches(
     spec: Any, variants: list[Any], workloads: Any, cache_prompts: float
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """With the real engine, the variants that compare routers (shared-prompt workloads only)
     get prefix caches of `cache_prompts` prompts (`num_gpu_blocks_override`); and the hit rate
-    of ideal placement on each such workload."""
+    of ideal placement on each such workload, by workload name."""
     from serving.local import prefix_bench
     from serving.local.app import tiny_family
     from serving.local.tiny_models import tiny_model
@@ -168,10 +186,5 @@ def _vllm_router_caches(
     for variant in variants:
         if set(variant.workloads) <= set(SHARED_PREFIX_WORKLOADS):
             spec_of[variant.name] = capped
-    ideal = {
-        f"{w.name}: ideal placement cache hit rate": prefix_bench.ideal_hit_rate(
-            w, spec.name, tokens
-        )
-        for w in shared
-    }
+    ideal = {w.name: prefix_bench.ideal_hit_rate(w, spec.name, tokens) for w in shared}
     return spec_of, ideal

@@ -4,7 +4,10 @@ planner's error against the held-back published runs (`tests/calibration_set.py`
 shipped profiles' autoscaling knobs (`serving.autoscaling.knobs_table`), the dashboard's
 panels, the alert policies and the metric catalog (`infra.monitoring`, `serving.metrics`),
 the committed fault run's report (`docs/faults/faults.json`, written by `servestack faults`),
-and `servestack top`'s table (`serving.top.table`) over figures a live run showed.
+the committed real-engine bench runs' tables and ratios (`docs/bench/vllm/bench.json`,
+`docs/bench/precise/bench.json`, written by `servestack bench`; the ratios recomputed from their
+reports by the bench's code), and `servestack top`'s table (`serving.top.table`) over figures a
+live run showed.
 
     .venv/bin/python scripts/generate_docs.py          # rewrite README.md's marked regions
     .venv/bin/python scripts/generate_docs.py --check  # exit 1 if any region has drifted
@@ -126,6 +129,137 @@ def top_capture() -> str:
     return f"```console\n$ {capture['command']}\n{text}\n```"
 
 
+def _shell(command: str, width: int = 95) -> str:
+    """A command as a console block shows it: `$ ` and lines of at most `width` characters,
+    broken before an option and continued with a backslash."""
+    lines, line = [], "$"
+    for part in re.split(r" (?=--)", command):
+        if len(line) + 1 + len(part) + 2 > width and line != "$":
+            lines.append(line + " \\")
+            line = "   "
+        line += " " + part
+    return "\n".join([*lines, line])
+
+
+def bench_console(path: str, headers: tuple[str, ...]) -> str:
+    """The committed bench run's command and its table (the columns named), as the bench's
+    own table code renders them."""
+    from rich.console import Console
+
+    from infra.bench_report import PIPED_WIDTH, bench_table
+    from infra.bench_run import load_document
+
+    document, reports = load_document(ROOT / path)
+    console = Console(width=PIPED_WIDTH, record=True, file=io.StringIO())
+    console.print(bench_table(reports, document["engine"], headers))
+    text = "\n".join(line.rstrip() for line in console.export_text().splitlines())
+    return f"```console\n{_shell(document['command'])}\n{text.strip(chr(10))}\n```"
+
+
+def bench_ratios_table(
+    path: str, columns: tuple[str, ...], rows: tuple[tuple[str, str], ...]
+) -> str:
+    """Ratios of the committed bench run, computed from its reports by the bench's own code:
+    one column per workload (`{w}` in a row's ratio name) or one "measured" column."""
+    from infra.bench_report import ratio_text
+    from infra.bench_run import bench_ratios, load_document
+
+    document, reports = load_document(ROOT / path)
+    ratios = bench_ratios(document["engine"], reports, document.get("ideal_hit_rates", {}))
+    heads = columns or ("measured",)
+    out = [f"| same run | {' | '.join(heads)} |", "| --- |" + " ---: |" * len(heads)]
+    for label, name in rows:
+        cells = []
+        for workload in columns or ("",):
+            key = name.format(w=workload)
+            cells.append(ratio_text(key, ratios[key]) if key in ratios else "—")
+        out.append(f"| {label} | {' | '.join(cells)} |")
+    return "\n".join(out)
+
+
+VLLM_BENCH = "docs/bench/vllm/bench.json"
+PRECISE_BENCH = "docs/bench/precise/bench.json"
+
+
+def vllm_bench_console() -> str:
+    headers = ("req/s", "out tok/s", "TTFT p50 ms", "ITL p99 ms", "cache hit")
+    return bench_console(VLLM_BENCH, headers)
+
+
+def vllm_bench_ratios() -> str:
+    rows = (
+        ("decode-heavy, fast path/bare vLLM, requests/s (goal ≥ 0.95)",
+         "decode-heavy: fast path/bare vLLM, requests/s"),
+        ("decode-heavy, Serve's default path/bare vLLM, requests/s",
+         "decode-heavy: fast paths off/bare vLLM, requests/s"),
+        ("decode-heavy, fast paths on/off, requests/s",
+         "decode-heavy: fast paths on/off, requests/s"),
+        ("multi-prompt, servestack's router/power of two, requests/s",
+         "multi-prompt: servestack router/power of two, requests/s"),
+        ("multi-prompt, servestack's router's hit rate (vLLM)",
+         "multi-prompt: servestack router cache hit rate (vLLM)"),
+        ("multi-prompt, power of two's hit rate (vLLM)",
+         "multi-prompt: power of two cache hit rate (vLLM)"),
+    )  # fmt: skip
+    return bench_ratios_table(VLLM_BENCH, (), rows)
+
+
+def precise_bench_console() -> str:
+    headers = ("req/s", "TTFT p50 ms", "cache hit", "requests per replica", "busiest/ idlest")
+    return bench_console(PRECISE_BENCH, headers)
+
+
+def precise_bench_ratios() -> str:
+    rows = (
+        ("ideal placement's hit rate (each prompt missed once)",
+         "{w}: ideal placement cache hit rate"),
+        ("precise router's hit rate (vLLM)", "{w}: precise router cache hit rate (vLLM)"),
+        ("precise router's hit rate/ideal (goal ≥ 0.95)", "{w}: precise router hit rate/ideal"),
+        ("sent-history router's hit rate (vLLM)",
+         "{w}: servestack router cache hit rate (vLLM)"),
+        ("power of two's hit rate (vLLM)", "{w}: power of two cache hit rate (vLLM)"),
+        ("precise router/power of two, requests/s (goal ≥ 2.5)",
+         "{w}: precise router/power of two, requests/s"),
+        ("precise router/sent-history router, requests/s",
+         "{w}: precise router/sent-history router, requests/s"),
+        ("sent-history router/power of two, requests/s",
+         "{w}: servestack router/power of two, requests/s"),
+        ("precise router, busiest/idlest replica's requests (goal ≤ 2)",
+         "{w}: precise router busiest/idlest replica"),
+        ("ideal placement/power of two, requests/s (fitted below: any router's bound)",
+         "{w}: ideal placement/power of two, requests/s (fitted)"),
+    )  # fmt: skip
+    return bench_ratios_table(PRECISE_BENCH, ("multi-prompt", "hot-prompt"), rows)
+
+
+def precise_bench_bound() -> str:
+    """What ideal placement would give on this run's figures: each workload's run time fitted
+    as fixed + cost × uncached share over the routers' runs (`prefix_bench.uncached_fit`)."""
+    from infra.bench_run import bench_ratios, load_document
+    from serving.local.prefix_bench import uncached_fit
+    from serving.local.vllm_bench import POWER_TWO
+
+    document, reports = load_document(ROOT / PRECISE_BENCH)
+    ideal = document.get("ideal_hit_rates", {})
+    ratios = bench_ratios(document["engine"], reports, ideal)
+    rows = [
+        "| same run, fitted | fixed | all prompts uncached | power of two's run | "
+        "ideal placement's run | ideal/power of two |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for workload, rate in ideal.items():
+        fit = uncached_fit(reports, workload)
+        base = next(r for r in reports if (r.variant, r.workload) == (POWER_TWO, workload))
+        if fit is None:
+            continue
+        bound = ratios[f"{workload}: ideal placement/power of two, requests/s (fitted)"]
+        rows.append(
+            f"| {workload} | {fit.fixed_s:.1f} s | {fit.all_uncached_s:.1f} s | "
+            f"{base.duration_s:.1f} s | {fit.duration_s(rate):.1f} s | **{bound:.2f}x** |"
+        )
+    return "\n".join(rows)
+
+
 REGIONS: dict[str, Callable[[], str]] = {
     "top": top_capture,
     "dashboard-panels": dashboard_panels,
@@ -136,6 +270,11 @@ REGIONS: dict[str, Callable[[], str]] = {
     "planner-error": planner_error_table,
     "autoscaling": autoscaling_table,
     "fault-run": fault_run,
+    "vllm-bench": vllm_bench_console,
+    "vllm-bench-ratios": vllm_bench_ratios,
+    "precise-bench": precise_bench_console,
+    "precise-bench-ratios": precise_bench_ratios,
+    "precise-bench-bound": precise_bench_bound,
 }
 
 

@@ -47,7 +47,11 @@ class WorkloadReport(Frozen):
         description="Prefix-cache hit rate: the engine's metrics' where there are some, else "
         "cached prompt tokens / prompt tokens as the responses' usage reports them."
     )
-    client_cache_hit_rate: float = Field(description="Cached / prompt tokens, from usage.")
+    client_cache_hit_rate: float | None = Field(
+        default=None,
+        description="Cached / prompt tokens, from usage (None in reports written before it was "
+        "kept apart from cache_hit_rate, which then came from usage).",
+    )
     engine_metrics: EngineFigures | None = None
     requests_per_replica: dict[str, int]
     busiest_over_idlest: float | None = Field(

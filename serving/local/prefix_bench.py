@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from serving.local.bench import WARMUP_REQUESTS, Variant, run_load, running_variant, variant_spec
 from serving.local.bench_stats import WorkloadReport, summarize
@@ -111,6 +111,50 @@ def router_ratios(
         if precise.busiest_over_idlest is not None:
             found[f"{workload}: precise router busiest/idlest replica"] = (
                 precise.busiest_over_idlest
+            )
+    return found
+
+
+class UncachedFit(NamedTuple):
+    """A workload's run time as fixed + cost × uncached share of its prompt tokens, fitted
+    (least squares) over the routers' runs of it on the same requests."""
+
+    fixed_s: float
+    all_uncached_s: float  # the cost: every prompt token prefilled
+
+    def duration_s(self, hit_rate: float) -> float:
+        return self.fixed_s + self.all_uncached_s * (1.0 - hit_rate)
+
+
+def uncached_fit(reports: Sequence[WorkloadReport], workload: str) -> UncachedFit | None:
+    """The fit over every router's run of the workload; None without two distinct hit rates."""
+    points = [(1.0 - r.cache_hit_rate, r.duration_s) for r in reports if r.workload == workload]
+    if len({x for x, _ in points}) < 2:
+        return None
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum(
+        (x - mean_x) ** 2 for x, _ in points
+    )
+    return UncachedFit(fixed_s=mean_y - slope * mean_x, all_uncached_s=slope)
+
+
+def ideal_ratios(
+    reports: Sequence[WorkloadReport], ideal: Mapping[str, float], power_two: str
+) -> dict[str, float]:
+    """Ideal placement's hit rate per workload, the precise router's hit rate over it, and what
+    ideal placement would give over power of two by the fit (the bound of any router here)."""
+    by: dict[tuple[str, str], WorkloadReport] = {(r.variant, r.workload): r for r in reports}
+    found: dict[str, float] = {}
+    for workload, rate in ideal.items():
+        found[f"{workload}: ideal placement cache hit rate"] = rate
+        precise = by.get((PRECISE, workload))
+        if precise is not None and rate:
+            found[f"{workload}: precise router hit rate/ideal"] = precise.cache_hit_rate / rate
+        fit, base = uncached_fit(reports, workload), by.get((power_two, workload))
+        if fit is not None and base is not None and fit.duration_s(rate) > 0:
+            found[f"{workload}: ideal placement/power of two, requests/s (fitted)"] = (
+                base.duration_s / fit.duration_s(rate)
             )
     return found
 

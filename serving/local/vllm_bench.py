@@ -80,12 +80,13 @@ def vllm_ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
                 found[f"{workload}: {label} cache hit rate (vLLM)"] = by[
                     (variant, workload)
                 ].cache_hit_rate
-    if (SERVESTACK, "multi-prompt") in by and (POWER_TWO, "multi-prompt") in by:
-        base = by[(POWER_TWO, "multi-prompt")].requests_per_s
-        if base:
-            found["multi-prompt: servestack router/power of two, requests/s"] = (
-                by[(SERVESTACK, "multi-prompt")].requests_per_s / base
-            )
+    for workload in SHARED_PREFIX_WORKLOADS:
+        if (SERVESTACK, workload) in by and (POWER_TWO, workload) in by:
+            base = by[(POWER_TWO, workload)].requests_per_s
+            if base:
+                found[f"{workload}: servestack router/power of two, requests/s"] = (
+                    by[(SERVESTACK, workload)].requests_per_s / base
+                )
     return found | router_ratios(reports, POWER_TWO, SERVESTACK)
 
 
