@@ -1,12 +1,36 @@
-"""Fixtures shared by the command-line tests: copies of the repository's stacks to run in."""
+"""Fixtures shared by the command-line tests (copies of the repository's stacks to run in), and a
+guard every test runs under: it leaves no Ray running in the pytest process."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from cli_support import TOO_BIG, copy_repo
+
+
+@pytest.fixture(autouse=True)
+def leaves_no_ray_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test that leaves a Ray initialized in this process. Ray's APIs start a local Ray
+    on first use; one left behind holds its memory for the rest of the run and makes the next
+    test that starts its own Ray fail on "ray.init twice", far from its cause. It is shut down
+    here so that only the test that left it fails. (A Ray that a fixture of wider scope holds
+    across its tests is running when each test begins: not theirs to answer for.)"""
+    ray = sys.modules.get("ray")
+    held = ray is not None and ray.is_initialized()
+    yield
+    ray = sys.modules.get("ray")
+    if not held and ray is not None and ray.is_initialized():
+        ray.shutdown()
+        pytest.fail(
+            f"{request.node.nodeid} left a Ray initialized in the pytest process (a Ray API "
+            "used outside local_serve starts one): end it in the test, or keep Ray's API from "
+            "starting one",
+            pytrace=False,
+        )
 
 
 @pytest.fixture

@@ -11,9 +11,11 @@ import json
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import ray
 from compiled_support import SHIPPED_PROFILES, compile_spec, llama_8b, llm_configs
 from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 from ray.llm._internal.serve.core.ingress.builder import LLMServingArgs
@@ -26,6 +28,7 @@ from ray.llm._internal.serve.serving_patterns.prefill_decode.pd_server import (
     PDDecodeServer,
     PDPrefillServer,
 )
+from ray.runtime_env import RuntimeEnv
 from ray.serve.schema import ServeDeploySchema
 
 from serving.compiler import (
@@ -121,13 +124,22 @@ class TestAgainstRay:
         with pytest.raises(ValueError, match="Unknown engine argument: max_num_seqss"):
             VLLMEngineConfig.from_llm_config(LLMConfig.model_validate(arguments))
 
-    def test_ray_places_the_gpus_the_plan_counts(self, shipped: ModelSpec) -> None:
+    def test_ray_places_the_gpus_the_plan_counts(
+        self, shipped: ModelSpec, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """Ray's own deployment options: serve replicas at min x GPU bundles per replica equals
         the plan's GPUs (replicas x DP x TP x PP), and every bundle asks for a resource the
         worker pods advertise."""
         advertised = {
             key for shape in compile_spec(shipped).worker_shapes for key in shape.ray_resources
         }
+        # Ray reads the runtime env of the process deriving the options (the Serve controller,
+        # in the cluster); asked here, its API would start a whole local Ray in this test's
+        # process, left running under every later test. A driver started without a runtime env
+        # reports an empty one.
+        monkeypatch.setattr(
+            ray, "get_runtime_context", lambda: SimpleNamespace(runtime_env=RuntimeEnv())
+        )
         total = 0
         for role, arguments in llm_configs(shipped):
             options = server_class(shipped, role).get_deployment_options(

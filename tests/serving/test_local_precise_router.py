@@ -110,10 +110,6 @@ def test_a_cleared_cache_stops_drawing_its_prompt_within_one_stats_period() -> N
     spec = precise_spec()
     settings = settings_from_plan(spec, time_scale=0.05, cache_tokens=100_000)
     system = " ".join(f"s{i}" for i in range(600))
-    # local_serve starts its own Ray in this process; an earlier test in the same pytest process
-    # may have left one that Ray's APIs started on first use (seen in CI's full run).
-    if ray.is_initialized():
-        ray.shutdown()
     with local_serve(spec, settings) as running:
         servers = {}
         for entry in ray.util.list_named_actors(all_namespaces=True):
