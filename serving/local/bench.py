@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -210,10 +211,12 @@ def running_variant(
     ready_timeout_s: float = 600.0,
     engine: Engine = "simulated",
     on_state: Callable[[str], None] | None = None,
+    on_stopped: Callable[[int, list[int]], None] | None = None,
 ) -> Iterator[str]:
     """Start `python -m serving.local.runtime` for the spec; yield its endpoint; stop it.
     Its output (Ray's and Serve's logs) goes to `log_path`; `on_state` hears the steps it
-    reports while it starts and stops."""
+    reports while it starts and stops; `on_stopped` hears how the runtime exited (its exit
+    code) and which processes of its run were still left after it, ended here."""
     command = [
         sys.executable,
         "-m",
@@ -223,18 +226,30 @@ def running_variant(
         engine,
     ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    # The runtime ends what its run started; this census (its mark, which the runtime's run
+    # keeps) is for what it cannot end: whatever is left should it be killed or its clean-up
+    # overrun.
+    run = cleanup.RunCensus()
     with log_path.open("w") as log:
         # Its own session: should a clean stop hang, its whole process group (the local Ray's
         # processes and HAProxy) can be ended by id without touching anything else.
         process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True
-        )
+            command, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+            env=os.environ | run.environment,
+        )  # fmt: skip
         reader = _Reader(process, on_state)
         try:
-            yield reader.await_ready(ready_timeout_s, log_path)
+            with run.watching():
+                yield reader.await_ready(ready_timeout_s, log_path)
         finally:
+            run.take()
             cleanup.stop(process)
             reader.join()
+            ended, _ = cleanup.clean_up(run.take())
+            if ended:
+                print(f"ended {len(ended)} processes the local run left behind", file=log)
+            if on_stopped is not None:
+                on_stopped(process.returncode, ended)
 
 
 class VariantStartError(RuntimeError):

@@ -134,7 +134,10 @@ class RunCensus:
 
     def __init__(self) -> None:
         self.root = os.getpid()
-        self.mark = f"{self.root}-{uuid.uuid4().hex}"
+        # A run hosted by a process another run started (the benchmark's or the fault runner's
+        # runtime process) is part of that run and keeps its mark: what it leaves behind, even
+        # if it is killed before its own clean-up, the enclosing run finds by the mark.
+        self.mark = os.environ.get(RUN_VARIABLE) or f"{self.root}-{uuid.uuid4().hex}"
         self.environment = {RUN_VARIABLE: self.mark}
         self.before = descendants(self.root)
         self.counted = Census()

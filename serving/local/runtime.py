@@ -17,7 +17,6 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from serving.compiler import CompiledModel, compile
-from serving.local import cleanup
+from serving.local import cleanup, places
 from serving.local.app import Engine, cpus_needed, local_application, local_env, tiny_family
 from serving.local.observed import ObservedRun, registered
 from serving.local.progress import STATE_PREFIX, replica_summary
@@ -38,6 +37,8 @@ from serving.planner import plan
 from serving.spec import ModelSpec
 
 READY_PREFIX = "SERVESTACK_LOCAL_READY "
+# Written to stderr once Ray is up: its session directory, which holds its logs.
+SESSION_PREFIX = "local Ray's session (its logs): "
 DEFAULT_READY_TIMEOUT_S = 600.0
 # A local Ray's object store: the simulation passes small objects only.
 OBJECT_STORE_BYTES = 256 * 2**20
@@ -79,9 +80,10 @@ def run_env(
     run_dir: Path,
     engine: Engine = "simulated",
 ) -> dict[str, str]:
-    """The local env plus this run's own ports and HAProxy files, so that two local runs on one
-    machine (another engineer's tests) never share a port or a socket."""
-    env = local_env(compiled, settings, engine=engine)
+    """The local env plus this run's own ports, HAProxy files and temporary files, so that two
+    local runs on one machine (another engineer's tests) never share a port or a socket, and a run
+    writes nothing outside its own directory and the build folder."""
+    env = local_env(compiled, settings, engine=engine) | places.run_dir_env(run_dir)
     env |= {
         "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(free_port()),
         "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
@@ -91,6 +93,7 @@ def run_env(
         "RAY_SERVE_HAPROXY_SOCKET_PATH": str(run_dir / "admin.sock"),
         "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(run_dir),
         "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(run_dir / "server-state"),
+        "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": str(run_dir / "metrics.sock"),
         "PYTHONPATH": os.pathsep.join(
             p for p in (str(CODE_ROOT), os.environ.get("PYTHONPATH", "")) if p
         ),
@@ -115,10 +118,13 @@ def local_serve(
     model = tiny_model(tiny_family(spec)) if engine == "vllm" else None
     compiled = compile(spec, plan(spec))
     application = local_application(compiled, engine, model)
-    # HAProxy refuses a socket path over 97 characters and Ray adds a 56-character directory.
-    with tempfile.TemporaryDirectory(prefix="ss-", dir="/tmp") as run_dir:
+    try:
+        ray_dir = places.ray_temp_dir()
+    except places.PlaceError as exc:
+        raise LocalServeError(str(exc)) from None
+    with places.run_directory(engine) as run_dir, _sigterm_kept() as keep_sigterm:
         run = cleanup.RunCensus()
-        env = run_env(compiled, settings, Path(run_dir), engine) | run.environment
+        env = run_env(compiled, settings, run_dir, engine) | run.environment
         saved = {key: os.environ.get(key) for key in env}
         os.environ.update(env)
         try:
@@ -139,7 +145,14 @@ def local_serve(
                         include_dashboard=False,
                         log_to_driver=False,
                         namespace="servestack-local",
+                        _temp_dir=str(ray_dir),
                     )
+                    keep_sigterm()
+                    node = ray._private.worker._global_node
+                    assert node is not None, "ray.init started the local node"
+                    session = node.get_session_dir_path()
+                    # Kept after the run: where its logs are, for whoever reads this one's output.
+                    print(f"{SESSION_PREFIX}{session}", file=sys.stderr, flush=True)
                     say("starting Serve")
                     serve.start(http_options={"host": "127.0.0.1", "port": http_port})
                     _deploy(application)
@@ -147,7 +160,7 @@ def local_serve(
                     _wait_ready(application["name"], endpoint, ready_timeout_s, say)
                     if spec.fast_paths.haproxy:
                         say("replicas ready; waiting for HAProxy's configuration to settle")
-                    _wait_haproxy_settled(Path(run_dir))
+                    _wait_haproxy_settled(run_dir)
                     scrape = {"ray": f"http://127.0.0.1:{metrics_port}/metrics"}
                     if spec.fast_paths.haproxy:
                         haproxy_port = env["RAY_SERVE_HAPROXY_METRICS_PORT"]
@@ -158,27 +171,65 @@ def local_serve(
             finally:
                 # What runs now is what may outlive Ray's shutdown (vLLM's engine processes).
                 run.take()
-                say("stopping Serve")
-                with contextlib.suppress(Exception):
-                    serve.shutdown()  # type: ignore[no-untyped-call]
-                say("stopping Ray")
-                ray.shutdown()
-                # Whatever still carries the run's mark outlived the shutdown.
-                ended, removed = cleanup.clean_up(run.take())
-                if ended or removed:
-                    say(f"ended {len(ended)} leftover processes, removed {len(removed)} files")
-                    print(
-                        f"ended {len(ended)} processes and removed {len(removed)} /dev/shm "
-                        "files the local Ray left behind",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                try:
+                    say("stopping Serve")
+                    with contextlib.suppress(Exception):
+                        serve.shutdown()  # type: ignore[no-untyped-call]
+                    say("stopping Ray")
+                    ray.shutdown()
+                    keep_sigterm()
+                finally:
+                    # Whatever still carries the run's mark outlived the shutdown (Ray's agents
+                    # wait for their raylet's death to be told to its GCS, blind to SIGTERM).
+                    _end_leftovers(run, say)
         finally:
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+
+
+def _end_leftovers(run: cleanup.RunCensus, say: Callable[[str], None]) -> None:
+    ended, removed = cleanup.clean_up(run.take())
+    if ended or removed:
+        say(f"ended {len(ended)} leftover processes, removed {len(removed)} files")
+        print(
+            f"ended {len(ended)} processes and removed {len(removed)} /dev/shm files the local "
+            "Ray left behind",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _sigterm_kept() -> Iterator[Callable[[], None]]:
+    """Yields what puts back the SIGTERM handler of the process hosting the run; restores it
+    at the end.
+
+    `ray.init` replaces the handler with its own (`sys.exit`), and the core worker it starts
+    puts abseil's failure handler under it, which aborts the process 3 s after a SIGTERM: the
+    run would die mid-shutdown, without stopping Serve and Ray, ending their leftovers or
+    removing its directory (Ray's agents were found orphaned so). So once Ray is up, and again
+    once it is down, the host's handler is put back: a handler of its own (the serve command's
+    stops the run), or one that exits through the run's clean-up where it had none."""
+    if threading.current_thread() is not threading.main_thread():  # signals are the main's
+        yield lambda: None
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    kept = previous if callable(previous) or previous == signal.SIG_IGN else _exit_on_sigterm
+
+    def keep() -> None:
+        signal.signal(signal.SIGTERM, kept)
+
+    try:
+        yield keep
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _deploy(application: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from serving.compiler import compile, llm_configs_of
-from serving.local import cleanup
+from serving.local import cleanup, places
 from serving.local.app import engine_workers, tiny_family, vllm_engine_kwargs, vllm_env
 from serving.local.bench import Variant, VariantStartError
 from serving.local.bench_stats import WorkloadReport
@@ -132,7 +132,8 @@ def running_bare_vllm(
     workers = engine_workers(compile(spec, plan(spec)))
     env = os.environ | vllm_env(workers) | {"PYTHONPATH": str(CODE_ROOT)}
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("w") as log:
+    with places.run_directory("vllm") as run_dir, log_path.open("w") as log:
+        env |= places.run_dir_env(run_dir)
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=env | run.environment,
             start_new_session=True,

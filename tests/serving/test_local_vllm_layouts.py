@@ -17,6 +17,7 @@ from compiled_support import compile_spec
 from serving.compiler import llm_configs_of
 from serving.loading import load_profile
 from serving.local.bench import Variant, VariantStartError, running_variant, variant_spec
+from serving.local.runtime import SESSION_PREFIX
 from serving.spec import ModelSpec
 
 pytestmark = [pytest.mark.vllm_long, pytest.mark.timeout(1800)]
@@ -82,9 +83,14 @@ def test_prefill_decode_over_nixl(tmp_path: Path) -> None:
 
 
 def _ray_logs(log: Path) -> str:
-    return log.read_text(errors="replace") + json.dumps(
-        [
-            p.read_text(errors="replace")[-20000:]
-            for p in Path("/tmp/ray/session_latest/logs").rglob("*.log")
-        ]
+    """The run's log and the logs of its own Ray session (the runtime names it in its log)."""
+    text = log.read_text(errors="replace")
+    sessions = [
+        Path(line.removeprefix(SESSION_PREFIX))
+        for line in text.splitlines()
+        if line.startswith(SESSION_PREFIX)
+    ]
+    assert sessions, f"the run's log names no Ray session: {log}"
+    return text + json.dumps(
+        [p.read_text(errors="replace")[-20000:] for p in (sessions[-1] / "logs").rglob("*.log")]
     )
