@@ -5,10 +5,10 @@ with direct streaming, called with the official `openai` client.
 The answers are checked against what only the real engine serving the kit's model produces:
 token counts from the kit's own tokenizer and chat template, greedy decoding that streams the
 same text it returns whole, vLLM's prefix cache hitting on a repeated prompt. After Ctrl-C, none
-of the run's processes (Ray's, HAProxy, vLLM's engines) and none of its /dev/shm files may be
-left. The run's are told from other runs on the machine by the session the CLI leads (kept by a
-process that is orphaned): its processes, and the /dev/shm files they were seen holding while it
-ran.
+of the run's processes (Ray's, HAProxy, vLLM's engines), none of its /dev/shm files and nothing
+it wrote to /tmp's default places may be left. The run's are told from other runs on the machine
+by the session the CLI leads (kept by a process that is orphaned): its processes, and the
+/dev/shm files they were seen holding while it ran.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import openai
 import psutil
 import pytest
 from compiled_support import compile_spec
+from local_support import written_by_default
 
 from serving.local.runtime import free_port
 from serving.local.tiny_models import tiny_model
@@ -125,6 +126,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     env = os.environ | {
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     }
+    before = written_by_default()
     with log_path.open("w") as log:
         cli = subprocess.Popen(
             command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
@@ -154,6 +156,8 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     # vLLM's engine and its worker talk over shared-memory queues (multiprocessing's psm_ files).
     assert any(path.name.startswith("psm_") for path in seen), seen
     assert {path for path in seen if path.exists()} == set(), "left /dev/shm files behind"
+    # vLLM's IPC sockets and torch's headers went to the run's own directory and the build folder.
+    assert written_by_default() - before == set(), "the local run wrote outside its places"
 
 
 def _await_line(process: subprocess.Popen[str], text: str, log_path: Path) -> None:
