@@ -11,11 +11,12 @@ start time so a reused pid is never touched) or unlinked. Linux only, read from 
 
 What the run started is told two ways, both blind to other runs on the machine:
 - it carries the run's mark in its environment (`RUN_VARIABLE`, inherited by every process the
-  run starts and kept when one is orphaned and adopted by init);
+  run starts and kept when one is orphaned and adopted by init; a run hosted by a process that
+  another run started keeps that run's mark, so what it orphans is found by the enclosing run);
 - it descends from the process hosting the run and was not there when the run began: a process
   that hosts one run after another (pytest, a command comparing configurations) may still have
   children of its own (an earlier run's Ray winding down, a Redis server its caller started),
-  and those, with whatever they start later, are not the run's to end.
+  and those, with whatever they start later, are not the run's to end, marked or not.
 """
 
 from __future__ import annotations
@@ -145,7 +146,11 @@ class RunCensus:
 
     def take(self) -> Census:
         """Count what runs now; returns everything counted so far."""
-        processes = descendants(self.root, self.before) | marked(self.mark)
+        # A process that was there before the run is not the run's, even with its (inherited)
+        # mark: a Redis server the fault runner's session started before its local Ray.
+        processes = descendants(self.root, self.before) | {
+            pid: start for pid, start in marked(self.mark).items() if self.before.get(pid) != start
+        }
         processes.pop(self.root, None)
         now = Census(processes, frozenset().union(*(_shm_held(pid) for pid in processes)))
         with self._lock:

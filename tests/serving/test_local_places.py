@@ -99,3 +99,25 @@ def test_a_run_inside_another_runs_process_keeps_its_mark_for_what_it_orphans() 
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(orphan), signal.SIGKILL)
+
+
+def test_a_process_its_host_started_before_the_run_is_not_the_runs_despite_the_mark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A fault session's process: the enclosing run's mark in its environment, a Redis server
+    # started before its local Ray, then the run's own processes.
+    monkeypatch.setenv(cleanup.RUN_VARIABLE, "enclosing-run")
+    earlier = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        run = cleanup.RunCensus()
+        assert run.mark == "enclosing-run"
+        ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        try:
+            counted = run.take()
+            assert ours.pid in counted.processes and earlier.pid not in counted.processes
+        finally:
+            ours.kill()
+            ours.wait()
+    finally:
+        earlier.kill()
+        earlier.wait()
