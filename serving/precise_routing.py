@@ -10,6 +10,12 @@ so yet). So a replica whose engine evicted a prompt, reset its cache or restarte
 a holder at its next report, and a router that restarts knows every replica's cache from the
 first update Serve gives it. A replica that has not reported (yet, or ever) is judged by the
 router's own sent-history, as `PrefixAffinityRouter` judges every replica.
+
+A prompt nobody holds still goes where the router has sent the fewest chunks, not to the
+replica reporting the fewest: in steady state every cache is full and reports about the same
+size whatever it holds, the replica serving a hot prompt a little more (each of its requests
+leaves a distinct question's blocks), so the reported size would send every new prompt to the
+other replica, whose cache then evicts them in turn.
 """
 
 from __future__ import annotations
@@ -92,12 +98,6 @@ class PrecisePrefixRouter(PrefixAffinityRouter):
                 break
             holders, matched = held_by, True
         return holders if matched else []
-
-    def _cache_size(self, replica: ReplicaID) -> int:
-        view = self._views.get(replica)
-        if view is None:
-            return super()._cache_size(replica)
-        return len(view.held) + len(self._sent_at.get(replica, ()))
 
     def _remember(self, hashes: list[int], chosen: ReplicaID) -> None:
         super()._remember(hashes, chosen)

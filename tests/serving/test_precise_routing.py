@@ -270,3 +270,34 @@ def test_the_engine_is_started_with_kv_cache_events_on_the_replicas_endpoint() -
     engine_kwargs = config.get_engine_config().engine_kwargs
     assert engine_kwargs["kv_events_config"]["endpoint"] == "ipc:///tmp/x"
     assert engine_kwargs["kv_events_config"]["enable_kv_cache_events"] is True
+
+
+def test_new_prompts_are_shared_out_while_a_hot_prompt_fills_one_replica() -> None:
+    """Full caches report about the same size whatever they hold, the replica serving a hot
+    prompt a little more (each of its requests leaves a distinct question's blocks). New
+    prompts must still be shared between the replicas, not all sent to the other one, whose
+    cache (four prompts) would then evict them in turn."""
+    replicas = {name: Replica(capacity_prompts=4.5) for name in REPLICAS[:2]}
+    chosen = router()
+    clock = 0.0
+
+    def send(body: dict[str, Any]) -> tuple[str, int]:
+        nonlocal clock
+        clock += 20.0  # beyond the load window: placement alone decides, not load
+        name = chosen.pick(list(replicas), text_of(body), now=clock, wall=clock)
+        cached = replicas[name].serve(body, now=clock)
+        for other, replica in replicas.items():
+            chosen.observe(other, replica.stats(now=clock + 0.5))
+        return name, cached
+
+    def question(n: int) -> str:
+        return " ".join(f"q{n}x{i}" for i in range(20))
+
+    for system in range(10, 18):  # an earlier workload filled both caches
+        send(chat(system, question(system)))
+    for n in range(12):
+        send(chat(0, question(100 + n)))
+    for system in range(1, 7):
+        send(chat(system, question(200 + system)))
+    misses = [system for system in range(1, 7) if not send(chat(system, question(300)))[1]]
+    assert misses == []
