@@ -14,6 +14,7 @@ prefix caches that hold fewer system prompts than the workload has.
 from __future__ import annotations
 
 import asyncio
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -131,12 +132,8 @@ def uncached_fit(reports: Sequence[WorkloadReport], workload: str) -> UncachedFi
     points = [(1.0 - r.cache_hit_rate, r.duration_s) for r in reports if r.workload == workload]
     if len({x for x, _ in points}) < 2:
         return None
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum(
-        (x - mean_x) ** 2 for x, _ in points
-    )
-    return UncachedFit(fixed_s=mean_y - slope * mean_x, all_uncached_s=slope)
+    slope, intercept = statistics.linear_regression([x for x, _ in points], [y for _, y in points])
+    return UncachedFit(fixed_s=intercept, all_uncached_s=slope)
 
 
 def ideal_ratios(
