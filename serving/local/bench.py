@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -226,30 +225,26 @@ def running_variant(
         engine,
     ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    # The runtime ends what its run started; this census (its mark, which the runtime's run
-    # keeps) is for what it cannot end: whatever is left should it be killed or its clean-up
-    # overrun.
-    run = cleanup.RunCensus()
     with log_path.open("w") as log:
-        # Its own session: should a clean stop hang, its whole process group (the local Ray's
-        # processes and HAProxy) can be ended by id without touching anything else.
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
-            env=os.environ | run.environment,
-        )  # fmt: skip
-        reader = _Reader(process, on_state)
+        # The runtime ends what its run started; its supervision (the run's mark, which the
+        # runtime's run keeps, and a session of its own) is for what it cannot end: whatever is
+        # left should it be killed or its clean-up overrun.
+        child: cleanup.Supervised | None = None
+        reader: _Reader | None = None
         try:
-            with run.watching():
+            with cleanup.supervised(
+                command, stdout=subprocess.PIPE, stderr=log, text=True
+            ) as child:
+                reader = _Reader(child.process, on_state)
                 yield reader.await_ready(ready_timeout_s, log_path)
         finally:
-            run.take()
-            cleanup.stop(process)
-            reader.join()
-            ended, _ = cleanup.clean_up(run.take())
-            if ended:
-                print(f"ended {len(ended)} processes the local run left behind", file=log)
-            if on_stopped is not None:
-                on_stopped(process.returncode, ended)
+            if reader is not None:
+                reader.join()
+            if child is not None:
+                if child.ended:
+                    print(f"ended {len(child.ended)} processes the local run left behind", file=log)
+                if on_stopped is not None:
+                    on_stopped(child.process.returncode, child.ended)
 
 
 class VariantStartError(RuntimeError):

@@ -230,3 +230,40 @@ def stop(process: subprocess.Popen[Any], timeout_s: float = STOP_TIMEOUT_S) -> N
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+@dataclass
+class Supervised:
+    """A child started by `supervised`; `ended` is filled when the block ends."""
+
+    process: subprocess.Popen[Any]
+    ended: list[int] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def supervised(
+    command: list[str],
+    env: Mapping[str, str] | None = None,
+    interval_s: float = WATCH_INTERVAL_S,
+    stop_timeout_s: float = STOP_TIMEOUT_S,
+    grace_s: float = 20.0,
+    **popen: Any,
+) -> Iterator[Supervised]:
+    """Start `command` as a run of its own: in a session of its own, carrying a fresh run mark
+    (which a local run inside it keeps), counted every `interval_s` while the block runs. When
+    the block ends, however it ends (an interrupt too), stop it (`stop`) and end whatever of it
+    is left (`clean_up`): what had to be ended is in `ended`."""
+    run = RunCensus()
+    process = subprocess.Popen(
+        command, env=dict(os.environ if env is None else env) | run.environment,
+        start_new_session=True, **popen,
+    )  # fmt: skip
+    child = Supervised(process)
+    try:
+        with run.watching(interval_s):
+            yield child
+    finally:
+        # What runs now is what may outlive the child's own shutdown.
+        run.take()
+        stop(process, timeout_s=stop_timeout_s)
+        child.ended, _ = clean_up(run.take(), grace_s=grace_s)

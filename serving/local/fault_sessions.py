@@ -12,7 +12,6 @@ session leaves none.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -116,56 +115,49 @@ def watch(
     reports: list[FaultReport] = []
     status: SessionStatus = "completed"
     detail = ""
-    run = cleanup.RunCensus()
     with tempfile.TemporaryFile(mode="w+") as log:
-        process = subprocess.Popen(
-            list(command), stdout=subprocess.PIPE, stderr=log, text=True,
-            env=os.environ | run.environment, start_new_session=True,
-        )  # fmt: skip
-        lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=_lines, args=(process.stdout, lines), daemon=True).start()
-        deadline = began + timeout_s
-        exited_at: float | None = None
-        try:
-            with run.watching(CENSUS_EVERY_S):
-                while True:
-                    try:
-                        line = lines.get(timeout=0.5)
-                    except queue.Empty:
-                        if exited_at is None and process.poll() is not None:
-                            exited_at = time.monotonic()
-                        # A process of the session that kept its stdout holds the pipe open.
-                        if exited_at is not None and time.monotonic() - exited_at > 5.0:
-                            break
-                        if time.monotonic() > deadline:
-                            status = "hung"
-                            detail = (
-                                f"the shutdown took over {shutdown_timeout_s:.0f} s"
-                                if len(reports) == faults
-                                else f"the session overran {timeout_s:.0f} s"
-                            )
-                            break
-                        continue
-                    if line is None:
+        # On an interrupt of the command too: no process of the session outlives it.
+        with cleanup.supervised(
+            list(command), interval_s=CENSUS_EVERY_S, stop_timeout_s=STOP_TIMEOUT_S,
+            grace_s=10.0, stdout=subprocess.PIPE, stderr=log, text=True,
+        ) as child:  # fmt: skip
+            process = child.process
+            lines: queue.Queue[str | None] = queue.Queue()
+            threading.Thread(target=_lines, args=(process.stdout, lines), daemon=True).start()
+            deadline = began + timeout_s
+            exited_at: float | None = None
+            while True:
+                try:
+                    line = lines.get(timeout=0.5)
+                except queue.Empty:
+                    if exited_at is None and process.poll() is not None:
+                        exited_at = time.monotonic()
+                    # A process of the session that kept its stdout holds the pipe open.
+                    if exited_at is not None and time.monotonic() - exited_at > 5.0:
                         break
-                    if line.startswith(REPORT_PREFIX):
-                        reports.append(FaultReport.model_validate_json(line[len(REPORT_PREFIX) :]))
-                        if on_report is not None:
-                            on_report(reports[-1])
-                        if len(reports) == faults:
-                            # Every fault reported: the shutdown is left, with its own deadline.
-                            deadline = min(deadline, time.monotonic() + shutdown_timeout_s)
-                    elif line.startswith(HUNG_PREFIX):
-                        hung = json.loads(line[len(HUNG_PREFIX) :])
+                    if time.monotonic() > deadline:
                         status = "hung"
                         detail = (
-                            f"{hung['fault']}: {hung['phase']} (no end after {hung['after_s']} s)"
+                            f"the shutdown took over {shutdown_timeout_s:.0f} s"
+                            if len(reports) == faults
+                            else f"the session overran {timeout_s:.0f} s"
                         )
-        finally:
-            # On an interrupt of the command too: no process of the session outlives it.
-            cleanup.stop(process, timeout_s=STOP_TIMEOUT_S)
-            code = process.returncode
-            ended, _ = cleanup.clean_up(run.take(), grace_s=10.0)
+                        break
+                    continue
+                if line is None:
+                    break
+                if line.startswith(REPORT_PREFIX):
+                    reports.append(FaultReport.model_validate_json(line[len(REPORT_PREFIX) :]))
+                    if on_report is not None:
+                        on_report(reports[-1])
+                    if len(reports) == faults:
+                        # Every fault reported: the shutdown is left, with its own deadline.
+                        deadline = min(deadline, time.monotonic() + shutdown_timeout_s)
+                elif line.startswith(HUNG_PREFIX):
+                    hung = json.loads(line[len(HUNG_PREFIX) :])
+                    status = "hung"
+                    detail = f"{hung['fault']}: {hung['phase']} (no end after {hung['after_s']} s)"
+        code, ended = process.returncode, child.ended
         if status == "completed" and (code != 0 or len(reports) != faults):
             log.seek(0)
             status, detail = "failed", f"exit {code}: " + log.read()[-1500:]

@@ -128,25 +128,15 @@ def running_bare_vllm(
     started."""
     port = free_port()
     command = bare_command(spec, tiny_model(tiny_family(spec)), port)
-    run = cleanup.RunCensus()
     workers = engine_workers(compile(spec, plan(spec)))
     env = os.environ | vllm_env(workers) | {"PYTHONPATH": str(CODE_ROOT)}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with places.run_directory("vllm") as run_dir, log_path.open("w") as log:
         env |= places.run_dir_env(run_dir)
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env | run.environment,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            with run.watching():
-                endpoint = f"http://127.0.0.1:{port}"
-                _wait_bare(process, endpoint, ready_timeout_s, log_path)
-                yield endpoint
-        finally:
-            run.take()
-            cleanup.stop(process)
-            cleanup.clean_up(run.take())
+        with cleanup.supervised(command, env=env, stdout=log, stderr=subprocess.STDOUT) as child:
+            endpoint = f"http://127.0.0.1:{port}"
+            _wait_bare(child.process, endpoint, ready_timeout_s, log_path)
+            yield endpoint
 
 
 def _wait_bare(
