@@ -21,7 +21,14 @@ weakens as the ingress scales out.
   holding the longest matching run are the prompt's holders;
 - load bound without a round trip: the router counts the requests it sent to each replica in
   the last `window_s` seconds (it sees no completions on the fast path); a replica above
-  `imbalance_ratio` x the least-loaded replica's count plus `slack_requests` is overloaded;
+  `imbalance_ratio` x the least-loaded replica's count plus headroom is overloaded for a
+  prompt. The headroom is `slack_requests` scaled down by the prompt's share of the replica's
+  count: a prompt carrying most of a replica's requests (a hot one) is given a second home as
+  soon as the ratio is passed, while a prompt with a few of them stays home through the
+  fluctuations of a short window (moving it costs a miss and buys little balance). Over a
+  window of W requests, two replicas settle at (ratio x W + headroom) / (W - headroom) to one;
+  a hot prompt's small headroom keeps that under 2 at a small deployment's rates (20-ish
+  requests a window), where the full 8 let the busier replica keep up to 2.7 times the other's;
 - a holder that is not overloaded takes the request (the least loaded of them): a cache hit;
 - a prompt nobody holds goes to the replica holding the fewest chunks (the emptiest cache, as
   far as the router knows), so shared prompts spread evenly before any load builds up;
@@ -59,6 +66,8 @@ DEFAULT_MAX_CHUNKS = 256
 DEFAULT_WINDOW_S = 10.0
 DEFAULT_IMBALANCE_RATIO = 1.5
 DEFAULT_SLACK_REQUESTS = 8
+# The headroom a hot prompt keeps, so the first repeats of a new prompt stay home.
+MIN_HEADROOM = 2
 DEFAULT_MAX_ENTRIES = 200_000
 # Measured locally: HAProxy learned of new replicas up to 0.3 s after the router did.
 NEW_REPLICA_GRACE_S = 2.0
@@ -133,6 +142,8 @@ class PrefixAffinityRouter(RequestRouter):
         self._holders: OrderedDict[int, list[ReplicaID]] = OrderedDict()
         self._held: Counter[ReplicaID] = Counter()  # chunks each replica holds
         self._recent: dict[ReplicaID, deque[float]] = {}
+        # a prompt's first chunk -> when the router last routed it, over the load window
+        self._prompt_recent: OrderedDict[int, deque[float]] = OrderedDict()
         self._first_seen: dict[ReplicaID, float] = {}
 
     async def choose_replicas(
@@ -155,7 +166,13 @@ class PrefixAffinityRouter(RequestRouter):
         limit = self._imbalance_ratio * min(load.values()) + self._slack_requests
         hashes = chunk_hashes(text, self._chunk_chars, self._max_chunks) if text else []
         holders = self._longest_match(hashes, load)
-        with_room = [replica for replica in holders if load[replica] <= limit]
+        prompt_load = self._prompt_load(hashes[0], now) if hashes else 0
+        floor = self._imbalance_ratio * min(load.values())
+        with_room = [
+            replica
+            for replica in holders
+            if load[replica] <= floor + self._headroom(prompt_load, load[replica])
+        ]
         if with_room:
             chosen = min(with_room, key=load.__getitem__)
         elif holders:
@@ -206,6 +223,25 @@ class PrefixAffinityRouter(RequestRouter):
         while len(self._holders) > self._max_entries:
             _, forgotten = self._holders.popitem(last=False)
             self._held.subtract(forgotten)
+
+    def _headroom(self, prompt_load: int, replica_load: int) -> float:
+        """`slack_requests`, less the prompt's share of the replica's count, never below
+        `MIN_HEADROOM`."""
+        share = min(1.0, prompt_load / replica_load) if replica_load else 0.0
+        least = min(MIN_HEADROOM, self._slack_requests)
+        return max(float(least), self._slack_requests * (1 - share))
+
+    def _prompt_load(self, first_chunk: int, now: float) -> int:
+        """Requests routed with this first chunk (any replica) in the load window, this one
+        counted: prompts that share it share cached blocks, so they move together."""
+        sent = self._prompt_recent.pop(first_chunk, None) or deque()
+        self._prompt_recent[first_chunk] = sent  # most recently routed last
+        while sent and now - sent[0] > self._window_s:
+            sent.popleft()
+        sent.append(now)
+        while len(self._prompt_recent) > self._max_entries:
+            self._prompt_recent.popitem(last=False)
+        return len(sent)
 
     def _load(self, replica: ReplicaID, now: float) -> int:
         sent = self._recent.get(replica)

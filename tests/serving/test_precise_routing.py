@@ -4,6 +4,7 @@ last report and stands in for replicas that do not report."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import httpx
@@ -14,7 +15,7 @@ from serving.cache_report import REPORT_KEY, CacheLedger, EngineView
 from serving.local.simulation import PrefixCache, chat_prompt, tokenize
 from serving.local.workloads import Workload
 from serving.precise_routing import PrecisePrefixRouter
-from serving.routing import DEFAULT_CHUNK_CHARS, chunk_hashes, request_text
+from serving.routing import DEFAULT_CHUNK_CHARS, DEFAULT_IMBALANCE_RATIO, chunk_hashes, request_text
 
 REPLICAS = ["r1", "r2", "r3", "r4"]
 BLOCK = 16
@@ -301,3 +302,35 @@ def test_new_prompts_are_shared_out_while_a_hot_prompt_fills_one_replica() -> No
         send(chat(system, question(200 + system)))
     misses = [system for system in range(1, 7) if not send(chat(system, question(300)))[1]]
     assert misses == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_hot_prompt_gets_a_second_home_at_a_small_deployments_rate(seed: int) -> None:
+    """Half the requests share one prompt, the rest seven others, at 2.5 requests/s: the load
+    window holds about 25 requests, where a fixed 8 requests of headroom let the hot prompt's
+    replica keep up to 2.7 times the other's. The hot prompt must get a second home (there is
+    room in both caches), the replicas stay within the router's imbalance ratio, and each
+    prompt misses once per replica it lives on, never more."""
+    import random
+
+    random.seed(seed)
+    replicas = {name: Replica(capacity_prompts=5.5) for name in REPLICAS[:2]}
+    chosen = router()
+    order = [0] * 40 + [1 + i % 7 for i in range(40)]
+    random.shuffle(order)
+    picks, misses, reported = [], 0, -1.0
+    for n, system in enumerate(order):
+        clock = 0.4 * n
+        body = chat(system, f"q{n} x")
+        name = chosen.pick(list(replicas), text_of(body), now=clock, wall=clock)
+        picks.append(name)
+        misses += not replicas[name].serve(body, now=clock)
+        if clock - reported >= 1.0:  # Serve's stats period
+            for other, replica in replicas.items():
+                chosen.observe(other, replica.stats(now=clock))
+            reported = clock
+    counts = Counter(picks)
+    assert max(counts.values()) <= DEFAULT_IMBALANCE_RATIO * min(counts.values())
+    homes = set(zip(order, picks, strict=True))
+    assert {replica for system, replica in homes if system == 0} == set(replicas)
+    assert misses == len(homes) == 8 + 1
