@@ -21,14 +21,14 @@ weakens as the ingress scales out.
   holding the longest matching run are the prompt's holders;
 - load bound without a round trip: the router counts the requests it sent to each replica in
   the last `window_s` seconds (it sees no completions on the fast path); a replica above
-  `imbalance_ratio` x the least-loaded replica's count plus headroom is overloaded for a
-  prompt. The headroom is `slack_requests` scaled down by the prompt's share of the replica's
-  count: a prompt carrying most of a replica's requests (a hot one) is given a second home as
-  soon as the ratio is passed, while a prompt with a few of them stays home through the
-  fluctuations of a short window (moving it costs a miss and buys little balance). Over a
-  window of W requests, two replicas settle at (ratio x W + headroom) / (W - headroom) to one;
-  a hot prompt's small headroom keeps that under 2 at a small deployment's rates (20-ish
-  requests a window), where the full 8 let the busier replica keep up to 2.7 times the other's;
+  `imbalance_ratio` x the least-loaded replica's count plus `slack_requests` is overloaded.
+  The slack absorbs a short window's fluctuations, but over a window of W requests it lets two
+  replicas settle at (ratio x W + slack) / (W - slack) to one: 2.7 at the 25-odd requests a
+  window holds at a small deployment's rate. So a prompt's share of the replica's count takes
+  that share of the slack away, down to twice the least loaded's count plus `MIN_HEADROOM`:
+  past that line a replica sheds the prompt carrying most of its requests (a hot one), which
+  gets a second home, while a prompt with few of them stays home (moving it would cost a miss
+  for little balance). Below the line nothing changes;
 - a holder that is not overloaded takes the request (the least loaded of them): a cache hit;
 - a prompt nobody holds goes to the replica holding the fewest chunks (the emptiest cache, as
   far as the router knows), so shared prompts spread evenly before any load builds up;
@@ -66,7 +66,8 @@ DEFAULT_MAX_CHUNKS = 256
 DEFAULT_WINDOW_S = 10.0
 DEFAULT_IMBALANCE_RATIO = 1.5
 DEFAULT_SLACK_REQUESTS = 8
-# The headroom a hot prompt keeps, so the first repeats of a new prompt stay home.
+# Requests a replica may take past twice the least loaded's before it sheds a hot prompt, so
+# the first repeats of a new prompt stay home.
 MIN_HEADROOM = 2
 DEFAULT_MAX_ENTRIES = 200_000
 # Measured locally: HAProxy learned of new replicas up to 0.3 s after the router did.
@@ -102,6 +103,11 @@ def request_text(request: Any) -> str:
     if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
         return prompt[0]
     return prompt if isinstance(prompt, str) else ""
+
+
+def share(part: int, whole: int) -> float:
+    """`part` over `whole`, at most 1; 0 for nothing."""
+    return min(1.0, part / whole) if whole else 0.0
 
 
 def chunk_hashes(text: str, chunk_chars: int, max_chunks: int) -> list[int]:
@@ -163,15 +169,15 @@ class PrefixAffinityRouter(RequestRouter):
             self.initialize_state()
         load = {replica: self._load(replica, now) for replica in candidates}
         settled = self._settled(candidates, now)
-        limit = self._imbalance_ratio * min(load.values()) + self._slack_requests
+        least = min(load.values())
+        limit = self._imbalance_ratio * least + self._slack_requests
         hashes = chunk_hashes(text, self._chunk_chars, self._max_chunks) if text else []
         holders = self._longest_match(hashes, load)
         prompt_load = self._prompt_load(hashes[0], now) if hashes else 0
-        floor = self._imbalance_ratio * min(load.values())
         with_room = [
             replica
             for replica in holders
-            if load[replica] <= floor + self._headroom(prompt_load, load[replica])
+            if load[replica] <= self._bound(least, load[replica], prompt_load)
         ]
         if with_room:
             chosen = min(with_room, key=load.__getitem__)
@@ -224,12 +230,15 @@ class PrefixAffinityRouter(RequestRouter):
             _, forgotten = self._holders.popitem(last=False)
             self._held.subtract(forgotten)
 
-    def _headroom(self, prompt_load: int, replica_load: int) -> float:
-        """`slack_requests`, less the prompt's share of the replica's count, never below
-        `MIN_HEADROOM`."""
-        share = min(1.0, prompt_load / replica_load) if replica_load else 0.0
-        least = min(MIN_HEADROOM, self._slack_requests)
-        return max(float(least), self._slack_requests * (1 - share))
+    def _bound(self, least: int, replica_load: int, prompt_load: int) -> float:
+        """The most requests a holder may have had in the window and still take the prompt: the
+        ratio's bound with its slack, less the prompt's share of the holder's count of that slack,
+        but not below twice the least loaded's count plus `MIN_HEADROOM`."""
+        limit = self._imbalance_ratio * least + self._slack_requests
+        line = max(self._imbalance_ratio, 2.0) * least + MIN_HEADROOM
+        return min(
+            limit, max(line, limit - self._slack_requests * share(prompt_load, replica_load))
+        )
 
     def _prompt_load(self, first_chunk: int, now: float) -> int:
         """Requests routed with this first chunk (any replica) in the load window, this one
