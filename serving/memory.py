@@ -66,20 +66,25 @@ def weight_bytes(spec: ModelSpec, as_loaded: bool = True) -> tuple[float, float]
     return embeddings + rest * per_weight[spec.weights_dtype], experts
 
 
-def replicated_weight_bytes(spec: ModelSpec) -> float:
+def replicated_params(spec: ModelSpec) -> float:
     """Weights every tensor-parallel rank holds whole: vLLM's MLA layers keep the down-projection
     of the hidden state to the compressed query and latent KV (fused_qkv_a_proj, hidden ->
     q_lora_rank + kv_lora_rank + qk_rope_head_dim; kv_a_proj_with_mqa alone where the query is
     not compressed) unsharded (`disable_tp=True` / ReplicatedLinear in
     vllm/model_executor/models/deepseek_v2.py). DeepSeek-V3: 61 x 7168 x 2112 weights, 0.92 GB
-    in FP8, that each of 8 TP ranks stores and reads every step instead of an eighth of it."""
+    in FP8, that each of 8 TP ranks stores, reads every step and multiplies every token by,
+    instead of an eighth of them."""
     arch = spec.architecture
     if arch.attention != "mla":
         return 0.0
     assert arch.kv_lora_rank is not None and arch.qk_rope_head_dim is not None
     width = (arch.q_lora_rank or 0) + arch.kv_lora_rank + arch.qk_rope_head_dim
-    per_weight = BYTES_PER_WEIGHT_AS_LOADED[spec.weights_dtype]
-    return arch.num_layers * arch.hidden_size * width * per_weight
+    return float(arch.num_layers * arch.hidden_size * width)
+
+
+def replicated_weight_bytes(spec: ModelSpec) -> float:
+    """Bytes of the replicated weights (`replicated_params`) as loaded."""
+    return replicated_params(spec) * BYTES_PER_WEIGHT_AS_LOADED[spec.weights_dtype]
 
 
 def dense_weight_bytes_per_gpu(spec: ModelSpec, layout: Parallelism) -> float:

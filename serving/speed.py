@@ -28,6 +28,7 @@ from serving.memory import (
     dense_weight_bytes_per_gpu,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
+    replicated_params,
     weight_bytes,
 )
 from serving.spec import ModelSpec
@@ -41,7 +42,7 @@ from serving.spec_parts import Parallelism
 # 0.85 bound, about what a streaming read reaches on H100/A100)...
 HBM_EFFICIENCY = 0.85
 # ...streaming expert weights through grouped GEMMs (fitted)...
-EXPERT_HBM_EFFICIENCY = 0.766
+EXPERT_HBM_EFFICIENCY = 0.763
 # ...and reading paged KV cache in the decode attention kernel, a streaming read of pages
 # (fitted, at its lower bound of 0.5: what sequences cost beyond their bytes is per-sequence
 # work, PER_SEQUENCE_STEP_S, not a slower stream, or long contexts would be mispriced).
@@ -51,22 +52,22 @@ ATTENTION_HBM_EFFICIENCY = 0.5
 # by kernels built for it (wgmma, TMA); the GEMMs a serving engine runs reach a smaller share of
 # it than Ampere's, as the published runs show: Qwen3-14B prefills 2K prompts at about 60% of an
 # A100's peak and 35% of an H100's.
-PREFILL_MFU = {8: 0.66, 9: 0.447}
-DECODE_MFU = 0.304
+PREFILL_MFU = {8: 0.662, 9: 0.447}
+DECODE_MFU = 0.302
 # Causal attention in prefill reaches less of the peak than the matmuls, and a smaller share of
 # Hopper's far larger peak than of Ampere's, by compute capability major version. Ampere:
 # FlashAttention-2 reaches 50-73% of A100 peak (Dao, "FlashAttention-2", 2023), taken at 0.6;
 # Hopper: fitted.
-ATTENTION_MFU = {8: 0.6, 9: 0.384}
+ATTENTION_MFU = {8: 0.6, 9: 0.383}
 # Attention sinks (gpt-oss) run on vLLM's Triton attention backend where FlashAttention 3 is not
 # available (Ampere), at this share of the peak (fitted on gpt-oss-20b at 32k on an A100).
-TRITON_ATTENTION_MFU = 0.112
+TRITON_ATTENTION_MFU = 0.111
 # Grouped expert GEMMs reach this share of the dense matmuls' efficiency (fitted).
-EXPERT_MFU_SHARE = 0.738
+EXPERT_MFU_SHARE = 0.744
 # FP8 expert weights run vLLM's fused-MoE kernels with a scale per 128x128 weight block (the
 # format of DeepSeek-V3's and Qwen3's FP8 checkpoints), which gain this much over the same
 # kernels' BF16 math, far from the 2x of FP8 tensor cores (fitted on Qwen3-235B-A22B-FP8).
-FP8_EXPERT_MATH_SPEEDUP = 1.09
+FP8_EXPERT_MATH_SPEEDUP = 1.08
 # Fixed cost of one engine step (scheduling, input preparation, launch) with CUDA graphs on
 # (fitted). Async scheduling hides it behind the GPU's work on the step before (see
 # _async_scheduling)...
@@ -80,12 +81,12 @@ PER_SEQUENCE_STEP_S = 34.1e-6
 LAYER_OVERHEAD_S = 40e-6
 # A MoE layer's routing, top-k, token permutation and grouped-GEMM launches, per layer and step
 # (fitted).
-MOE_LAYER_OVERHEAD_S = 40.5e-6
+MOE_LAYER_OVERHEAD_S = 40.2e-6
 # Time to first token that no prefill explains: the HTTP request, chat template and
 # tokenization, scheduling and detokenizing the first token (fitted). It is the frontend of the
 # vLLM servestack deploys: published runs on vLLM 0.11 also parsed the chat template anew for
 # every request, which later versions cache, and are judged with that time added to them.
-TTFT_FLOOR_S = 19.6e-3
+TTFT_FLOOR_S = 19.5e-3
 # Throughput is that of this many requests queued at once: `vllm bench serve`'s default
 # --num-prompts, the way published serving throughput is measured.
 BURST_REQUESTS = 1000
@@ -143,12 +144,20 @@ def _expert_math_flops(spec: ModelSpec) -> float:
 
 
 def _matmul_s(spec: ModelSpec, layout: Parallelism, tokens: int, mfu: float) -> float:
-    """Math for `tokens` tokens through the active weights; expert GEMMs run less efficiently."""
+    """Math for `tokens` tokens through the active weights; expert GEMMs run less efficiently.
+    The weights every TP rank holds whole (MLA's down-projections) are multiplied on every rank,
+    not shared out."""
     share = _expert_flops_share(spec)
     flops = 2 * spec.architecture.active_params * tokens
-    rate = layout.tensor * _math_flops(spec) * mfu
+    replicated = 2 * replicated_params(spec) * tokens
+    gpu_rate = _math_flops(spec) * mfu
     expert_rate = layout.tensor * _expert_math_flops(spec) * mfu * EXPERT_MFU_SHARE
-    return flops * (1 - share) / rate + flops * share / expert_rate
+    dense = flops * (1 - share)
+    return (
+        (dense - replicated) / (layout.tensor * gpu_rate)
+        + replicated / gpu_rate
+        + flops * share / expert_rate
+    )
 
 
 def _layers_overhead_s(spec: ModelSpec, layout: Parallelism) -> float:

@@ -42,7 +42,8 @@ class Row:
 
     @property
     def prompts(self) -> int | None:
-        """Requests a saturation run queued at once, as its setup states them ('500 prompts')."""
+        """Requests a run sent, as its setup states them ('500 prompts'): queued at once for a
+        saturation run, in a closed loop at the row's concurrency for a latency run."""
         found = re.search(r"([\d,]+) prompts", self.setup)
         return int(found.group(1).replace(",", "")) if found else None
 

@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from calibration_row import Row
 from calibration_set import ROWS
 
+from serving.catalog import MachineType
 from serving.placement import choose_machine
-from serving.planner import decode_step_s, plan, ttft_s
+from serving.planner import decode_step_s, plan, prefill_s, ttft_s
+from serving.spec import ModelSpec
+from serving.spec_parts import Parallelism
 
 
 def estimate(row: Row) -> float:
@@ -27,7 +30,11 @@ def estimate(row: Row) -> float:
     if row.metric == "ttft":
         layout = spec.parallelism
         machine = choose_machine(spec, layout.gpus_per_replica)
-        return 1e3 * (ttft_s(spec, machine, layout, running=row.batch - 1) + row.retired_frontend_s)
+        return 1e3 * (
+            ttft_s(spec, machine, layout, running=row.batch - 1)
+            + row.retired_frontend_s
+            + opening_wave_s(row, spec, machine, layout)
+        )
     # Published saturation runs queue every request at once with no latency target: the server
     # decodes at the batch its KV cache allows, not the batch a profile's ITL target would keep;
     # the burst is the run's own number of prompts.
@@ -39,6 +46,27 @@ def estimate(row: Row) -> float:
     if row.metric == "output_tps":
         return model_plan.output_tokens_per_s
     return model_plan.requests_per_s * (work.input_tokens + work.output_tokens)
+
+
+def opening_wave_s(row: Row, spec: ModelSpec, machine: MachineType, layout: Parallelism) -> float:
+    """What the run's first requests add to its mean TTFT. `vllm bench serve --max-concurrency
+    c` creates a task for every prompt at once and a semaphore of c admits the first c together
+    (vllm/benchmarks/serve.py, benchmark(), vLLM 0.11.0); after them a finished request is
+    replaced one at a time. The i-th of that opening wave waits i times for whichever is slower:
+    the API server's per-request work that runs serially on its event loop (here only what the
+    row states, the template parse it retired; the rest of the frontend is not known to be
+    serial), or one more prompt's share of the batched prefill in the engine (the prefill of c
+    prompts less that of one, per extra prompt: a memory-bound prefill batches almost free).
+    The wave's mean wait, (c - 1) / 2 of those, counts for c of the run's N requests."""
+    concurrency = row.batch
+    if concurrency == 1:
+        return 0.0
+    assert row.prompts is not None, f"{row.label}: the setup states no number of prompts"
+    tokens = spec.workload.input_tokens
+    one = prefill_s(spec, machine, layout, tokens)
+    batched = prefill_s(spec, machine, layout, concurrency * tokens)
+    per_prompt = max(row.retired_frontend_s, (batched - one) / (concurrency - 1))
+    return concurrency / row.prompts * (concurrency - 1) / 2 * per_prompt
 
 
 @dataclass(frozen=True)

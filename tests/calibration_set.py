@@ -31,7 +31,9 @@ reasoning model's thinking (Qwen3, DeepSeek-R1, gpt-oss's analysis channel) ther
 delay it, and none of these serve commands sets a reasoning parser: the rows are the time to
 the first generated token through the HTTP server, chat template and tokenizer, what
 serving.speed.ttft_s estimates. The client starts the first c requests together (no request
-rate under --max-concurrency c) and sends one test request before the run, outside its timing.
+rate under --max-concurrency c), so a row's mean also counts that opening wave queueing behind
+itself (calibration_score.opening_wave_s), and sends one test request before the run, outside
+its timing.
 NIM's figures are GenAI-Perf's, which skips responses without content
 (https://docs.nvidia.com/nim/benchmarking/llm/latest/metrics.html): at most one step later
 than vLLM's definition, never earlier.
@@ -227,24 +229,25 @@ ROWS: list[Row] = [
               74.57,
               _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "held", 8,
               retired_frontend_s=VLLM_0_11_QWEN3_TEMPLATE_PARSE_S),
-    _gpustack(OSS120_H100, "TP1 --max-model-len 32768, ShareGPT concurrency 4; mean TTFT "
-              "(median 47.49 ms, P99 ITL 23.32 ms)", "ttft", 49.00,
+    _gpustack(OSS120_H100, "TP1 --max-model-len 32768, ShareGPT 100 prompts, concurrency 4; "
+              "mean TTFT (median 47.49 ms, P99 ITL 23.32 ms)", "ttft", 49.00,
               _p("gpt-oss-120b", "h100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768),
               "held", 4),
-    _gpustack(OSS120_H100, "TP2 --async-scheduling, ShareGPT concurrency 4; mean TTFT (median "
-              "36.68 ms, P99 ITL 23.43 ms)", "ttft", 37.51,
+    _gpustack(OSS120_H100, "TP2 --async-scheduling, ShareGPT 100 prompts, concurrency 4; mean "
+              "TTFT (median 36.68 ms, P99 ITL 23.43 ms)", "ttft", 37.51,
               _p("gpt-oss-120b", "h100-80gb", 2, workload=OSS_SHAREGPT_100, **ASYNC), "fit",
               4),
-    _gpustack(OSS120_A100, "TP1 --max-model-len 32768, ShareGPT concurrency 4; mean TTFT "
-              "(median 61.55 ms, P99 ITL 38.75 ms)", "ttft", 61.91,
+    _gpustack(OSS120_A100, "TP1 --max-model-len 32768, ShareGPT 100 prompts, concurrency 4; "
+              "mean TTFT (median 61.55 ms, P99 ITL 38.75 ms)", "ttft", 61.91,
               _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768,
                  **A), "fit", 4),
     _gpustack(OSS120_A100, "TP1 --async-scheduling --max-num-batched-tokens 4096, ShareGPT "
-              "concurrency 4; mean TTFT (median 70.23 ms, P99 ITL 36.80 ms)", "ttft", 71.15,
+              "100 prompts, concurrency 4; mean TTFT (median 70.23 ms, P99 ITL 36.80 ms)", "ttft",
+              71.15,
               _p("gpt-oss-120b", "a100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768,
                  max_num_seqs=256, max_num_batched_tokens=4096, **ASYNC), "held", 4),
-    _gpustack(DSR1_H200, "`-tp 8`, ShareGPT concurrency 4; mean TTFT (median 117.53 ms, P99 "
-              "ITL 48.61 ms)", "ttft", 123.30,
+    _gpustack(DSR1_H200, "`-tp 8`, ShareGPT 100 prompts, concurrency 4; mean TTFT (median "
+              "117.53 ms, P99 ITL 48.61 ms)", "ttft", 123.30,
               _p("deepseek-v3", "h200-141gb", 8, workload=DSR1_SHAREGPT_100, max_model_len=32768),
               "held", 4),
     # --- saturation: every request queued at once ---------------------------------------------
