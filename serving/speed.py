@@ -52,7 +52,7 @@ ATTENTION_HBM_EFFICIENCY = 0.5
 # by kernels built for it (wgmma, TMA); the GEMMs a serving engine runs reach a smaller share of
 # it than Ampere's, as the published runs show: Qwen3-14B prefills 2K prompts at about 60% of an
 # A100's peak and 35% of an H100's.
-PREFILL_MFU = {8: 0.662, 9: 0.447}
+PREFILL_MFU = {8: 0.662, 9: 0.446}
 DECODE_MFU = 0.302
 # Causal attention in prefill reaches less of the peak than the matmuls, and a smaller share of
 # Hopper's far larger peak than of Ampere's, by compute capability major version. Ampere:
@@ -63,7 +63,7 @@ ATTENTION_MFU = {8: 0.6, 9: 0.383}
 # available (Ampere), at this share of the peak (fitted on gpt-oss-20b at 32k on an A100).
 TRITON_ATTENTION_MFU = 0.111
 # Grouped expert GEMMs reach this share of the dense matmuls' efficiency (fitted).
-EXPERT_MFU_SHARE = 0.744
+EXPERT_MFU_SHARE = 0.743
 # FP8 expert weights run vLLM's fused-MoE kernels with a scale per 128x128 weight block (the
 # format of DeepSeek-V3's and Qwen3's FP8 checkpoints), which gain this much over the same
 # kernels' BF16 math, far from the 2x of FP8 tensor cores (fitted on Qwen3-235B-A22B-FP8).
@@ -71,17 +71,17 @@ FP8_EXPERT_MATH_SPEEDUP = 1.08
 # Fixed cost of one engine step (scheduling, input preparation, launch) with CUDA graphs on
 # (fitted). Async scheduling hides it behind the GPU's work on the step before (see
 # _async_scheduling)...
-STEP_OVERHEAD_S = 0.6e-3
+STEP_OVERHEAD_S = 0.602e-3
 # ...and what each running sequence adds (scheduler bookkeeping, sampling, detokenizing and
 # streaming its token), which grows with the batch: vLLM found the CPU side a large share of an
 # H100's step (https://blog.vllm.ai/2024/09/05/perf-update.html). Fitted.
-PER_SEQUENCE_STEP_S = 34.1e-6
+PER_SEQUENCE_STEP_S = 33.7e-6
 # One transformer layer's dozen small kernels (norms, rotary, attention, activation) cost a few
 # microseconds each even replayed from a CUDA graph; per layer and step (fitted, at its bound).
 LAYER_OVERHEAD_S = 40e-6
 # A MoE layer's routing, top-k, token permutation and grouped-GEMM launches, per layer and step
 # (fitted).
-MOE_LAYER_OVERHEAD_S = 40.2e-6
+MOE_LAYER_OVERHEAD_S = 40.4e-6
 # Time to first token that no prefill explains: the HTTP request, chat template and
 # tokenization, scheduling and detokenizing the first token (fitted). It is the frontend of the
 # vLLM servestack deploys: published runs on vLLM 0.11 also parsed the chat template anew for
@@ -252,16 +252,19 @@ def prefill_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens
 
 def ttft_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, running: int = 0) -> float:
     """Time to first token of the workload's prompt with `running` other sequences decoding: the
-    fixed floor, the prefill, and the decode steps of theirs to wait out before the prompt joins
-    the batch: on average half of the step under way, and under async scheduling also the next
-    one, already scheduled without it."""
+    fixed floor, the decode steps of theirs to wait out before the prompt joins the batch (on
+    average half of the step under way, and under async scheduling also the next one, already
+    scheduled without it), and the step that prefills it, which decodes the running sequences
+    too: their tokens pass the same weights as the prompt's, and each costs its per-sequence
+    work (scheduling, sampling, detokenizing)."""
     work = spec.workload
     wait = 0.0
     if running:
         context = work.input_tokens + work.output_tokens // 2
         steps = 1.5 if _async_scheduling(spec) else 0.5
         wait = steps * decode_step_s(spec, machine, layout, running, context)
-    return TTFT_FLOOR_S + prefill_s(spec, machine, layout, work.input_tokens) + wait
+    joined_step = prefill_s(spec, machine, layout, work.input_tokens + running)
+    return TTFT_FLOOR_S + joined_step + PER_SEQUENCE_STEP_S * running + wait
 
 
 def _kv_transfer_s(spec: ModelSpec, machine: MachineType) -> float:
