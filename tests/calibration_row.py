@@ -22,6 +22,12 @@ SYNC = {"fast_paths": {"ray_v2_executor": False}}
 ASYNC = {"fast_paths": {"ray_v2_executor": True}}
 
 
+def planned(profile: dict[str, Any]) -> ModelSpec:
+    """The profile a published run is planned as."""
+    base = {"name": "measured", "source": "org/model", "max_model_len": 4096}
+    return ModelSpec.model_validate(base | profile)
+
+
 @dataclass(frozen=True)
 class Row:
     source: str
@@ -35,10 +41,12 @@ class Row:
     # servestack deploys no longer spends (see calibration_set.VLLM_0_11_QWEN3_TEMPLATE_PARSE_S);
     # added to the planner's TTFT for this row only.
     retired_frontend_s: float = field(default=0.0, kw_only=True)
+    # The measured server's serial work per chat request (its API server's event loop), which
+    # requests arriving together queue behind (see calibration_set.FrontendRun).
+    serial_frontend_s: float = field(default=0.0, kw_only=True)
 
     def spec(self) -> ModelSpec:
-        base = {"name": "measured", "source": "org/model", "max_model_len": 4096}
-        return ModelSpec.model_validate(base | self.profile)
+        return planned(self.profile)
 
     @property
     def prompts(self) -> int | None:
@@ -72,6 +80,30 @@ class Row:
             f"{name}{dtype} {self.gpu} tp{layout.get('tensor', 1)}{expert} {lengths} "
             f"{self.metric} c{self.batch}"
         )
+
+
+# `vllm bench serve --dataset-name random --random-input-len 128 --random-output-len 4`
+SHORT_PROMPT = (128, 4)
+
+
+@dataclass(frozen=True)
+class FrontendRun:
+    """A published short-prompt run (1,000 random prompts of 128 in / 4 out, sent at once):
+    so little GPU work that, where the planner puts that work under half the run (checked by
+    test_published_measurements), the run is paced by the server's serial work per request."""
+
+    source: str
+    profile: dict[str, Any]
+    total_tps: float
+    prompts: int = 1000
+
+    def spec(self) -> ModelSpec:
+        return planned(self.profile)
+
+    @property
+    def serial_s(self) -> float:
+        """The run's duration per request."""
+        return sum(SHORT_PROMPT) / self.total_tps
 
 
 def _p(

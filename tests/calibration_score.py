@@ -53,9 +53,9 @@ def opening_wave_s(row: Row, spec: ModelSpec, machine: MachineType, layout: Para
     c` creates a task for every prompt at once and a semaphore of c admits the first c together
     (vllm/benchmarks/serve.py, benchmark(), vLLM 0.11.0); after them a finished request is
     replaced one at a time. The i-th of that opening wave waits i times for whichever is slower:
-    the API server's per-request work that runs serially on its event loop (here only what the
-    row states, the template parse it retired; the rest of the frontend is not known to be
-    serial), or one more prompt's share of the batched prefill in the engine (the prefill of c
+    the API server's per-request work that runs serially on its event loop (what the row
+    states: the server's measured serial work per request, else at least the template parse it
+    retired), or one more prompt's share of the batched prefill in the engine (the prefill of c
     prompts less that of one, per extra prompt: a memory-bound prefill batches almost free).
     The wave's mean wait, (c - 1) / 2 of those, counts for c of the run's N requests."""
     concurrency = row.batch
@@ -65,7 +65,8 @@ def opening_wave_s(row: Row, spec: ModelSpec, machine: MachineType, layout: Para
     tokens = spec.workload.input_tokens
     one = prefill_s(spec, machine, layout, tokens)
     batched = prefill_s(spec, machine, layout, concurrency * tokens)
-    per_prompt = max(row.retired_frontend_s, (batched - one) / (concurrency - 1))
+    serial = max(row.serial_frontend_s, row.retired_frontend_s)
+    per_prompt = max(serial, (batched - one) / (concurrency - 1))
     return concurrency / row.prompts * (concurrency - 1) / 2 * per_prompt
 
 

@@ -43,7 +43,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from calibration_row import ASYNC, VLLM_AMPERE, VLLM_HOPPER, Metric, Part, Row, _p
+from calibration_row import (
+    ASYNC,
+    SHORT_PROMPT,
+    VLLM_AMPERE,
+    VLLM_HOPPER,
+    FrontendRun,
+    Metric,
+    Part,
+    Row,
+    _p,
+)
 
 GPUSTACK = "https://docs.gpustack.ai/latest/performance-lab/"
 GPUSTACK_REPO = "github.com/gpustack/gpustack docs/performance-lab/"
@@ -132,10 +142,10 @@ ALL_AT_ONCE = "every request sent at once (no rate limit)"
 # (vllm/renderers/hf.py, _cached_resolve_chat_template_kwargs), and gpt-oss never takes the path
 # (serving_chat's harmony branch). For Qwen3's 4.1 KB template the parse costs 13-15 ms of CPU
 # time on one AMD EPYC core (jinja2 3.1.6, process time, best of seven runs of 30). The Qwen3-8B
-# runs show the loop blocked: at concurrency 2 (a fit run) mean minus median ITL over its 22,061
-# tokens is 3.5 s, 35 ms lost by the other stream per arrival, where SGLang on the same prompts
-# loses about 3 ms at concurrency 4. Only the rows measured on vLLM 0.11 with Qwen3's template
-# carry it; DeepSeek-R1's run pays its own template's parse too, not measured, so not added.
+# runs show the loop blocked: at concurrency 2 (a fit run) mean ITL exceeds mean TPOT by 1% (7.44
+# against 7.37 ms), the tokens the loop could not stream while blocked arriving merged, about two
+# (15 ms) per arrival. Only the rows measured on vLLM 0.11 with Qwen3's template carry it;
+# DeepSeek-R1's run pays its own template's parse too, not measured, so not added.
 VLLM_0_11_QWEN3_TEMPLATE_PARSE_S = 13e-3
 # Mean lengths from the published totals, as above.
 Q235_FP8_SHAREGPT_TP4 = (216, 198)  # 212,992 in / 194,446 out over 984 requests
@@ -150,16 +160,36 @@ Q235_FP8_VERY_LONG = (32000, 83)  # 3,200,000 / 8,281 over 100
 
 def _gpustack(
     where: tuple[str, str], what: str, metric: Metric, value: float, profile: dict[str, Any],
-    part: Part, batch: int = 1, retired_frontend_s: float = 0.0,
+    part: Part, batch: int = 1, retired_frontend_s: float = 0.0, serial_frontend_s: float = 0.0,
 ) -> Row:  # fmt: skip
     return Row(
         where[0], f"{where[1]}; {what}", metric, value, profile, part, batch=batch,
-        retired_frontend_s=retired_frontend_s,
+        retired_frontend_s=retired_frontend_s, serial_frontend_s=serial_frontend_s,
     )  # fmt: skip
 
 
 H = VLLM_HOPPER
 A = VLLM_AMPERE
+
+# vLLM 0.11's serial work per chat request, read off the short-prompt runs of the same pages
+# (`vllm serve`, no options): Qwen3-14B on one H100, 5,796.73 tokens/s in total, 22.8 ms per
+# request, where the planner puts the GPU's work at 9.4 s of the run's 22.8 s (SGLang serves the
+# same prompts at 7.8 ms per request); DeepSeek-R1 on 8xH200, 5,931.25 tokens/s, 22.3 ms per
+# request. Qwen3-8B's template is Qwen3-14B's; the parse above is part of that work. The
+# gpt-oss pages' short runs (7.7 ms per request on an H100 under 0.10.2, 14.1 ms on an A100)
+# leave the GPU's work more than half of the run, so they only bound the serial work from above
+# and are not used.
+QWEN3_14B_H100_SHORT = FrontendRun(
+    GPUSTACK + "qwen3-14b/h100",
+    _p("qwen3-14b", "h100-80gb", workload=SHORT_PROMPT, max_model_len=40960, **H),
+    5796.73,
+)
+DSR1_H200_SHORT = FrontendRun(
+    GPUSTACK + "deepseek-r1/h200",
+    _p("deepseek-v3", "h200-141gb", 8, workload=SHORT_PROMPT, max_model_len=32768, **H),
+    5931.25,
+)
+FRONTEND_RUNS = (QWEN3_14B_H100_SHORT, DSR1_H200_SHORT)
 
 ROWS: list[Row] = [
     # --- dense decode ------------------------------------------------------------------------
@@ -220,15 +250,18 @@ ROWS: list[Row] = [
     _gpustack(Q8_H100, "concurrency 1; mean TTFT (median 60.38 ms, P99 ITL 8.17 ms)", "ttft",
               59.01,
               _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "fit",
-              retired_frontend_s=VLLM_0_11_QWEN3_TEMPLATE_PARSE_S),
+              retired_frontend_s=VLLM_0_11_QWEN3_TEMPLATE_PARSE_S,
+              serial_frontend_s=QWEN3_14B_H100_SHORT.serial_s),
     _gpustack(Q8_H100, "concurrency 4; mean TTFT (median 60.26 ms, P99 ITL 40.98 ms)", "ttft",
               64.00,
               _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "held", 4,
-              retired_frontend_s=VLLM_0_11_QWEN3_TEMPLATE_PARSE_S),
+              retired_frontend_s=VLLM_0_11_QWEN3_TEMPLATE_PARSE_S,
+              serial_frontend_s=QWEN3_14B_H100_SHORT.serial_s),
     _gpustack(Q8_H100, "concurrency 8; mean TTFT (median 60.77 ms, P99 ITL 45.48 ms)", "ttft",
               74.57,
               _p("qwen3-8b", "h100-80gb", workload=QWEN_SHAREGPT_100), "held", 8,
-              retired_frontend_s=VLLM_0_11_QWEN3_TEMPLATE_PARSE_S),
+              retired_frontend_s=VLLM_0_11_QWEN3_TEMPLATE_PARSE_S,
+              serial_frontend_s=QWEN3_14B_H100_SHORT.serial_s),
     _gpustack(OSS120_H100, "TP1 --max-model-len 32768, ShareGPT 100 prompts, concurrency 4; "
               "mean TTFT (median 47.49 ms, P99 ITL 23.32 ms)", "ttft", 49.00,
               _p("gpt-oss-120b", "h100-80gb", workload=OSS_SHAREGPT_100, max_model_len=32768),
@@ -249,7 +282,7 @@ ROWS: list[Row] = [
     _gpustack(DSR1_H200, "`-tp 8`, ShareGPT 100 prompts, concurrency 4; mean TTFT (median "
               "117.53 ms, P99 ITL 48.61 ms)", "ttft", 123.30,
               _p("deepseek-v3", "h200-141gb", 8, workload=DSR1_SHAREGPT_100, max_model_len=32768),
-              "held", 4),
+              "held", 4, serial_frontend_s=DSR1_H200_SHORT.serial_s),
     # --- saturation: every request queued at once ---------------------------------------------
     _gpustack(Q14_H100, f"`vllm serve Qwen/Qwen3-14B`, ShareGPT 1,000 prompts, {ALL_AT_ONCE}",
               "output_tps", 3173.92,
