@@ -39,7 +39,8 @@ REPORT_VERSION = 1
 DEFAULT_MAX_ANCHORS = 65_536
 DEFAULT_MAX_REPORT = 2_048
 # A request's prefix counts as held from its arrival until the engine has had time to store it
-# (it may wait in the engine's queue); a cache reset ends that at once.
+# (it may wait in the engine's queue); the engine's next word on its blocks (stored or removed)
+# or a cache reset ends that at once.
 DEFAULT_PENDING_S = 30.0
 # The response header naming the replica that served it, for benchmarks: vLLM's
 # system_fingerprint is a hash of its configuration, the same on every replica.
@@ -100,9 +101,11 @@ class CacheLedger:
         self._anchors: OrderedDict[int, tuple[int, float]] = OrderedDict()
         self._held_keys: set[int] = set()  # content keys of the blocks the engine holds
         self._engine_keys: dict[Hashable, int] = {}  # engine block hash -> content key
-        # content key -> when the engine last stored it: a request's prefix is pending (held
-        # before the engine says so) only until its blocks are first stored
-        self._stored_at: OrderedDict[int, float] = OrderedDict()
+        # content key -> when the engine last stored or removed it: a request's prefix is
+        # pending (held before the engine says so) only until the engine next says anything
+        # about its blocks. Stored is not enough: a request that hits the cache stores nothing,
+        # and its blocks' eviction must end its pending time as well.
+        self._told_at: OrderedDict[int, float] = OrderedDict()
         self._cleared_at = 0.0
         self.resets = 0
         self.unknown_parents = 0  # stored blocks whose parent the ledger never saw
@@ -142,16 +145,21 @@ class CacheLedger:
             previous = hash((previous, tuple(tokens[start : start + self.block_tokens])))
             self._engine_keys[engine_hash] = previous
             self._held_keys.add(previous)
-            self._stored_at.pop(previous, None)
-            self._stored_at[previous] = now
-        while len(self._stored_at) > self.max_anchors:
-            self._stored_at.popitem(last=False)
+            self._told(previous, now)
 
-    def removed(self, block_hashes: Iterable[Hashable]) -> None:
+    def removed(self, block_hashes: Iterable[Hashable], now: float | None = None) -> None:
+        now = time.time() if now is None else now
         for engine_hash in block_hashes:
             key = self._engine_keys.pop(engine_hash, None)
             if key is not None:
                 self._held_keys.discard(key)
+                self._told(key, now)
+
+    def _told(self, key: int, now: float) -> None:
+        self._told_at.pop(key, None)
+        self._told_at[key] = now
+        while len(self._told_at) > self.max_anchors:
+            self._told_at.popitem(last=False)
 
     def cleared(self, now: float | None = None) -> None:
         """The engine dropped every block (a prefix-cache reset)."""
@@ -169,7 +177,7 @@ class CacheLedger:
             if key in self._held_keys or (
                 arrived > self._cleared_at
                 and now - arrived < self.pending_s
-                and self._stored_at.get(key, 0.0) < arrived
+                and self._told_at.get(key, 0.0) < arrived
             ):
                 held.append(chunk)
             else:

@@ -102,6 +102,23 @@ def test_a_prompt_is_pending_until_the_engine_stores_it() -> None:
     assert not ledger.held_chunks(now=11.0)
 
 
+def test_a_prompt_served_from_the_cache_is_not_held_once_the_engine_evicts_it() -> None:
+    """A request that hits the cache makes the engine store nothing (no event for blocks it
+    holds already): when those blocks are evicted soon after, its prompt is not held, pending
+    or not (it was reported held for the whole pending time: a false hit for the router)."""
+    import time
+
+    replica = Replica(capacity_prompts=1.5)  # one prompt fits, not two
+    # On the wall clock, as the engine's events are: each request arrives, then is served.
+    replica.serve(chat(0, "first"), now=time.time())
+    assert replica.serve(chat(0, "again"), now=time.time()) > 0
+    replica.serve(chat(1, "other"), now=time.time())
+    held = set(replica.stats(now=time.time())[REPORT_KEY]["held"])
+    prompt0 = chunk_hashes(text_of(chat(0, "x")), DEFAULT_CHUNK_CHARS, 256)[:8]
+    assert prompt0[0] not in held
+    assert set(chunk_hashes(text_of(chat(1, "x")), DEFAULT_CHUNK_CHARS, 256)[:8]) <= held
+
+
 def test_blocks_under_an_unknown_parent_are_left_out() -> None:
     """A lost store event: what follows it cannot be named, so it is not claimed."""
     ledger = CacheLedger(BLOCK)
