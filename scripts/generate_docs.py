@@ -4,10 +4,10 @@ planner's error against the held-back published runs (`tests/calibration_set.py`
 shipped profiles' autoscaling knobs (`serving.autoscaling.knobs_table`), the dashboard's
 panels, the alert policies and the metric catalog (`infra.monitoring`, `serving.metrics`),
 the committed fault run's report (`docs/faults/faults.json`, written by `servestack faults`),
-the committed real-engine bench runs' tables and ratios (`docs/bench/vllm/bench.json`,
-`docs/bench/precise/bench.json`, written by `servestack bench`; the ratios recomputed from their
-reports by the bench's code), and `servestack top`'s table (`serving.top.table`) over figures a
-live run showed.
+the committed bench runs' tables and ratios (the simulated engine's `docs/bench/default/` and
+`docs/bench/routing/`, the real engine's `docs/bench/vllm/` and `docs/bench/precise/`: each
+`bench.json`, written by `servestack bench`; the ratios recomputed from their reports by the
+bench's code), and `servestack top`'s table (`serving.top.table`) over figures a live run showed.
 
     .venv/bin/python scripts/generate_docs.py          # rewrite README.md's marked regions
     .venv/bin/python scripts/generate_docs.py --check  # exit 1 if any region has drifted
@@ -141,19 +141,28 @@ def _shell(command: str, width: int = 95) -> str:
     return "\n".join([*lines, line])
 
 
-def bench_console(path: str, headers: tuple[str, ...]) -> str:
-    """The committed bench run's command and its table (the columns named), as the bench's
-    own table code renders them."""
+def bench_text(path: str, headers: tuple[str, ...], workloads: tuple[str, ...] = ()) -> str:
+    """The committed bench run's table (the columns named; the workloads named, or all), as the
+    bench's own table code renders it."""
     from rich.console import Console
 
     from infra.bench_report import PIPED_WIDTH, bench_table
     from infra.bench_run import load_document
 
     document, reports = load_document(ROOT / path)
+    shown = [r for r in reports if not workloads or r.workload in workloads]
     console = Console(width=PIPED_WIDTH, record=True, file=io.StringIO())
-    console.print(bench_table(reports, document["engine"], headers))
+    console.print(bench_table(shown, document["engine"], headers))
     text = "\n".join(line.rstrip() for line in console.export_text().splitlines())
-    return f"```console\n{_shell(document['command'])}\n{text.strip(chr(10))}\n```"
+    return text.strip("\n")
+
+
+def bench_console(path: str, headers: tuple[str, ...]) -> str:
+    """The committed bench run's command and its table, as a console block."""
+    from infra.bench_run import load_document
+
+    document, _ = load_document(ROOT / path)
+    return f"```console\n{_shell(document['command'])}\n{bench_text(path, headers)}\n```"
 
 
 def bench_ratios_table(
@@ -177,8 +186,58 @@ def bench_ratios_table(
     return "\n".join(out)
 
 
+DEFAULT_BENCH = "docs/bench/default/bench.json"
+ROUTING_BENCH = "docs/bench/routing/bench.json"
 VLLM_BENCH = "docs/bench/vllm/bench.json"
 PRECISE_BENCH = "docs/bench/precise/bench.json"
+SHARED_PROMPTS = ("multi-prompt", "hot-prompt")
+
+
+def default_bench_console() -> str:
+    headers = ("req/s", "TTFT p50 ms", "ITL p99 ms", "cache hit", "requests per replica",
+               "busiest/ idlest")  # fmt: skip
+    return bench_console(DEFAULT_BENCH, headers)
+
+
+def quickstart_bench() -> str:
+    """The five-minute tour's bench: the recorded default run's command as a user types it
+    (`--model`, the default output folder) and its decode-heavy lines."""
+    headers = ("req/s", "TTFT p50 ms", "ITL p99 ms", "cache hit", "requests per replica")
+    return "\n".join(
+        (
+            "```console",
+            "$ servestack bench --local --model llama-3.1-8b --time-scale 0.1 --requests 48 "
+            "--concurrency 16",
+            bench_text(DEFAULT_BENCH, headers, ("decode-heavy",)),
+            "...",
+            "wrote bench/llama-3.1-8b/bench.json and bench/llama-3.1-8b/bench.png",
+            "```",
+        )
+    )
+
+
+def default_bench_fast_paths() -> str:
+    rows = (("fast paths on/off, requests/s", "{w}: fast paths on/off, requests/s"),)
+    return bench_ratios_table(DEFAULT_BENCH, ("decode-heavy", "prefill-heavy"), rows)
+
+
+def simulated_router_ratios(path: str) -> str:
+    """The simulated engine's routers against power of two on the shared-prompt workloads."""
+    rows = (
+        ("servestack's router/power of two, requests/s",
+         "{w}: servestack prefix affinity/power of two, requests/s"),
+        ("servestack's router's hit rate", "{w}: servestack prefix affinity cache hit rate"),
+        ("power of two's hit rate", "{w}: power of two cache hit rate"),
+        ("Ray's PrefixCacheAffinityRouter/power of two, requests/s",
+         "{w}: Ray prefix affinity/power of two, requests/s"),
+        ("Ray's PrefixCacheAffinityRouter's hit rate", "{w}: Ray prefix affinity cache hit rate"),
+    )  # fmt: skip
+    return bench_ratios_table(path, SHARED_PROMPTS, rows)
+
+
+def routing_bench_console() -> str:
+    headers = ("req/s", "TTFT p50 ms", "cache hit", "requests per replica", "busiest/ idlest")
+    return bench_console(ROUTING_BENCH, headers)
 
 
 def vllm_bench_console() -> str:
@@ -229,7 +288,7 @@ def precise_bench_ratios() -> str:
         ("ideal placement/power of two, requests/s (fitted below: any router's bound)",
          "{w}: ideal placement/power of two, requests/s (fitted)"),
     )  # fmt: skip
-    return bench_ratios_table(PRECISE_BENCH, ("multi-prompt", "hot-prompt"), rows)
+    return bench_ratios_table(PRECISE_BENCH, SHARED_PROMPTS, rows)
 
 
 def precise_bench_bound() -> str:
@@ -270,6 +329,12 @@ REGIONS: dict[str, Callable[[], str]] = {
     "planner-error": planner_error_table,
     "autoscaling": autoscaling_table,
     "fault-run": fault_run,
+    "quickstart-bench": quickstart_bench,
+    "default-bench": default_bench_console,
+    "default-bench-fast-paths": default_bench_fast_paths,
+    "default-bench-routers": lambda: simulated_router_ratios(DEFAULT_BENCH),
+    "routing-bench": routing_bench_console,
+    "routing-bench-routers": lambda: simulated_router_ratios(ROUTING_BENCH),
     "vllm-bench": vllm_bench_console,
     "vllm-bench-ratios": vllm_bench_ratios,
     "precise-bench": precise_bench_console,
