@@ -295,14 +295,25 @@ def test_a_cleared_cache_stops_drawing_its_prompt_within_one_stats_period(engine
         assert report["held"] == [] and report["blocks"] == 0
 
 
+# The short form's KV cache, in vLLM's blocks: one of its system prompts (about 10 blocks of the
+# CPU build's 128 tokens) and a half, so a second prompt evicts part of the first.
+SHORT_FORM_BLOCKS = 16
+
+
 @pytest.mark.vllm
 @pytest.mark.timeout(900)
 def test_one_vllm_replica_reports_what_its_engine_caches() -> None:
     """The short form of the above with the real engine (one replica; two engine starts cost
-    CI too much): what vLLM stores and drops, told by its KV-cache events, is what the replica
-    reports, on the path a routed request takes (HAProxy into the replica's own app)."""
+    CI too much): what vLLM stores, evicts and drops, told by its KV-cache events, is what the
+    replica reports, on the path a routed request takes (HAProxy into the replica's own app)."""
     travel_by_value()
-    spec = precise_spec(replicas=1)
+    spec = precise_spec(replicas=1).model_copy(
+        update={
+            "engine_args": {"num_gpu_blocks_override": SHORT_FORM_BLOCKS},
+            # vLLM refuses a KV cache that cannot hold one max_model_len sequence.
+            "max_model_len": SHORT_FORM_BLOCKS * BLOCK_TOKENS,
+        }
+    )
     with local_serve(spec, None, engine="vllm") as running:
         run = Served("vllm", None, running.endpoint)
         (replica,) = run.actors
@@ -313,6 +324,19 @@ def test_one_vllm_replica_reports_what_its_engine_caches() -> None:
         run.assert_holds(replica, first)
         hits = run.send([body(SYSTEM, f"again {n}", spec.name) for n in range(2)])
         assert all(r.cached_tokens > 0 for r in hits)
+
+        # Another prompt the cache cannot hold beside the first: vLLM evicts some of the first's
+        # blocks, and the report drops the chunks anchored there (BlockRemoved).
+        other = body(SYSTEM.replace("s", "t"), "other", spec.name)
+        asyncio.run(bench.run_load(running.endpoint, [other], 1))
+        run.assert_holds(replica, other)
+        report = run.report(replica)
+        assert report["blocks"] <= SHORT_FORM_BLOCKS
+        assert not prompt_chunks(first) <= set(report["held"])
+        results, _ = asyncio.run(
+            bench.run_load(running.endpoint, [body(SYSTEM, "evicted", spec.name)], 1)
+        )
+        assert results[0].ok and results[0].cached_tokens < hits[0].cached_tokens
 
         run.reset(replica)
         report = run.report(replica)
