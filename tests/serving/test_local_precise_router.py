@@ -24,6 +24,7 @@ import pytest
 from compiled_support import compile_spec
 
 from serving.cache_report import REPORT_KEY
+from serving.loading import load_profile
 from serving.local import bench
 from serving.local.app import Engine
 from serving.local.bench_stats import RequestResult
@@ -59,8 +60,6 @@ Tokens = Callable[[dict[str, Any]], list[Any]]
 
 
 def precise_spec(replicas: int = 2) -> ModelSpec:
-    from serving.loading import load_profile
-
     spec = load_profile(PROFILE)
     return spec.model_copy(
         update={
