@@ -306,11 +306,14 @@ def test_one_vllm_replica_reports_what_its_engine_caches() -> None:
     CI too much): what vLLM stores, evicts and drops, told by its KV-cache events, is what the
     replica reports, on the path a routed request takes (HAProxy into the replica's own app)."""
     travel_by_value()
-    spec = precise_spec(replicas=1).model_copy(
-        update={
+    spec = ModelSpec.model_validate(
+        precise_spec(replicas=1).model_dump()
+        | {
             "engine_args": {"num_gpu_blocks_override": SHORT_FORM_BLOCKS},
-            # vLLM refuses a KV cache that cannot hold one max_model_len sequence.
+            # vLLM refuses a KV cache that cannot hold one max_model_len sequence; the typical
+            # request (for the plan's estimates) then has to fit in that length too.
             "max_model_len": SHORT_FORM_BLOCKS * BLOCK_TOKENS,
+            "workload": {"input_tokens": 1024, "output_tokens": 16},
         }
     )
     with local_serve(spec, None, engine="vllm") as running:
