@@ -232,8 +232,9 @@ class PrefixAffinityRouter(RequestRouter):
 
     def _bound(self, least: int, replica_load: int, prompt_load: int) -> float:
         """The most requests a holder may have had in the window and still take the prompt: the
-        ratio's bound with its slack, less the prompt's share of the holder's count of that slack,
-        but not below twice the least loaded's count plus `MIN_HEADROOM`."""
+        ratio's bound with its slack, less the prompt's share of the slack (its requests in the
+        window, to any replica, over the holder's count, at most all of it), but not below twice
+        the least loaded's count plus `MIN_HEADROOM`."""
         limit = self._imbalance_ratio * least + self._slack_requests
         line = max(self._imbalance_ratio, 2.0) * least + MIN_HEADROOM
         return min(
