@@ -177,7 +177,7 @@ class PrefixAffinityRouter(RequestRouter):
         with_room = [
             replica
             for replica in holders
-            if load[replica] <= self._bound(least, load[replica], prompt_load)
+            if load[replica] <= self._bound(limit, least, load[replica], prompt_load)
         ]
         if with_room:
             chosen = min(with_room, key=load.__getitem__)
@@ -230,12 +230,11 @@ class PrefixAffinityRouter(RequestRouter):
             _, forgotten = self._holders.popitem(last=False)
             self._held.subtract(forgotten)
 
-    def _bound(self, least: int, replica_load: int, prompt_load: int) -> float:
+    def _bound(self, limit: float, least: int, replica_load: int, prompt_load: int) -> float:
         """The most requests a holder may have had in the window and still take the prompt: the
         ratio's bound with its slack, less the prompt's share of the slack (its requests in the
         window, to any replica, over the holder's count, at most all of it), but not below twice
         the least loaded's count plus `MIN_HEADROOM`."""
-        limit = self._imbalance_ratio * least + self._slack_requests
         line = max(self._imbalance_ratio, 2.0) * least + MIN_HEADROOM
         return min(
             limit, max(line, limit - self._slack_requests * share(prompt_load, replica_load))
