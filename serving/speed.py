@@ -215,9 +215,31 @@ def _attention_width(spec: ModelSpec) -> float:
     return arch.num_attention_heads * (key_width + arch.head_dim) / 2
 
 
+def _mla_context_flops(spec: ModelSpec, tokens: int) -> float:
+    """What a chunked MLA prefill multiplies beyond the prompt's own tokens. vLLM's MLA prefill
+    runs in the non-absorbed form (forward_mha): it up-projects the latent KV through kv_b_proj
+    to every head's no-RoPE key and value (kv_lora_rank -> heads x (qk_nope + v)). A chunk's
+    own tokens pass kv_b_proj like any weight (in active_params), but the chunk also attends to
+    the chunks before it, kept only as latents in the cache, so _compute_prefill_context gathers
+    them and up-projects them again, for every later chunk and layer
+    (vllm/model_executor/layers/attention/mla_attention.py, vLLM 0.22; since 0.7). A prompt of
+    n chunks of b tokens re-projects b x (0 + 1 + ... + n - 1) tokens."""
+    arch = spec.architecture
+    if arch.attention != "mla":
+        return 0.0
+    assert arch.kv_lora_rank is not None
+    budget = spec.max_num_batched_tokens
+    chunks = math.ceil(tokens / budget)
+    context_tokens = budget * chunks * (chunks - 1) / 2
+    # kv_b_proj: kv_lora_rank -> heads x (no-RoPE key width + value width), both head_dim.
+    per_token = 2 * arch.kv_lora_rank * arch.num_attention_heads * 2 * arch.head_dim
+    return context_tokens * per_token * arch.full_attention_layers
+
+
 def prefill_compute_s(spec: ModelSpec, layout: Parallelism, tokens: int) -> float:
     """Math for `tokens` prompt tokens: the active weights, plus causal attention (half of the
-    tokens x tokens score and value products) at the attention kernel's efficiency. Attention
+    tokens x tokens score and value products) at the attention kernel's efficiency, plus MLA's
+    re-projection of earlier chunks (_mla_context_flops, heads split over TP). Attention
     runs in BF16 whatever the weights' format: FP8 weights quantize the linear layers, not the
     query, key and value activations (vLLM's FlashAttention and FlashMLA prefill take BF16)."""
     arch = spec.architecture
@@ -228,7 +250,9 @@ def prefill_compute_s(spec: ModelSpec, layout: Parallelism, tokens: int) -> floa
     else:
         efficiency = ATTENTION_MFU[generation]
     attention_s = attention_flops / (layout.tensor * spec.gpu.bf16_dense_flops * efficiency)
-    return _matmul_s(spec, layout, tokens, PREFILL_MFU[generation]) + attention_s
+    mfu = PREFILL_MFU[generation]
+    context_s = _mla_context_flops(spec, tokens) / (layout.tensor * _math_flops(spec) * mfu)
+    return _matmul_s(spec, layout, tokens, mfu) + attention_s + context_s
 
 
 def prefill_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:

@@ -34,6 +34,7 @@ def estimate(row: Row) -> float:
             ttft_s(spec, machine, layout, running=row.batch - 1)
             + row.retired_frontend_s
             + opening_wave_s(row, spec, machine, layout)
+            + closed_loop_queue_s(row, spec, machine, layout)
         )
     # Published saturation runs queue every request at once with no latency target: the server
     # decodes at the batch its KV cache allows, not the batch a profile's ITL target would keep;
@@ -65,9 +66,40 @@ def opening_wave_s(row: Row, spec: ModelSpec, machine: MachineType, layout: Para
     tokens = spec.workload.input_tokens
     one = prefill_s(spec, machine, layout, tokens)
     batched = prefill_s(spec, machine, layout, concurrency * tokens)
-    serial = max(row.serial_frontend_s, row.retired_frontend_s)
-    per_prompt = max(serial, (batched - one) / (concurrency - 1))
+    per_prompt = max(_serial_s(row), (batched - one) / (concurrency - 1))
     return concurrency / row.prompts * (concurrency - 1) / 2 * per_prompt
+
+
+def _serial_s(row: Row) -> float:
+    """The measured server's serial work per request on its API server's event loop: what the
+    row states, else at least the template parse it retired."""
+    return max(row.serial_frontend_s, row.retired_frontend_s)
+
+
+def closed_loop_queue_s(
+    row: Row, spec: ModelSpec, machine: MachineType, layout: Parallelism
+) -> float:
+    """What the rest of a closed-loop run (after its opening wave) adds to its mean TTFT: a
+    request that arrives while another's serial work holds the API server's event loop waits
+    for it. In a closed loop each of the other c - 1 clients sends its next request when its
+    previous one ends, so they arrive about every cycle (first token plus the decode of the
+    rest) and hold the loop for a share rho = (c - 1) x serial / cycle of the time; with
+    deterministic service the mean wait is that of an M/D/1 queue, rho x serial / (2 (1 -
+    rho)). The engine does not queue them: the prompts of c clients fit one step's token
+    budget (max_num_batched_tokens) many times over, so a second prompt joins the same step."""
+    concurrency = row.batch
+    serial = _serial_s(row)
+    if concurrency == 1 or serial == 0.0:
+        return 0.0
+    assert row.prompts is not None, f"{row.label}: the setup states no number of prompts"
+    work = spec.workload
+    assert concurrency * work.input_tokens <= spec.max_num_batched_tokens, row.label
+    context = work.input_tokens + work.output_tokens // 2
+    first = ttft_s(spec, machine, layout, running=concurrency - 1) + row.retired_frontend_s
+    decode = (work.output_tokens - 1) * decode_step_s(spec, machine, layout, concurrency, context)
+    rho = (concurrency - 1) * serial / (first + decode)
+    steady_share = (row.prompts - concurrency) / row.prompts
+    return steady_share * rho * serial / (2 * (1 - rho))
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,31 @@ class TestPrefillAttention:
         expected = 128 * (192 + 128) * 61 / (8 * h200.bf16_dense_flops * ATTENTION_MFU[9])
         assert coefficients(deepseek)[1] == pytest.approx(expected)
 
+    def test_mla_chunks_up_project_the_latents_of_the_chunks_before_them(self) -> None:
+        # vLLM's MLA prefill attends to earlier chunks through their cached latents, which it
+        # up-projects again through kv_b_proj (512 -> 128 heads x (128 + 128)) for each later
+        # chunk: a 32,768-token prompt in chunks of 8,192 re-projects 8,192 x (1 + 2 + 3)
+        # tokens in each of 61 layers, heads split over 8 ranks, at FP8 prefill math.
+        chunked = spec(architecture="deepseek-v3", accelerator="h200-141gb",
+                       parallelism={"tensor": 8}, max_num_batched_tokens=8192)  # fmt: skip
+        whole = chunked.model_copy(update={"max_num_batched_tokens": 32768})
+        h200 = ACCELERATORS["h200-141gb"]
+        assert h200.fp8_dense_flops is not None
+        flops = 8192 * 6 * 2 * 512 * 128 * 256 * 61
+        expected = flops / (8 * h200.fp8_dense_flops * PREFILL_MFU[9])
+        layout = chunked.parallelism
+        extra = prefill_compute_s(chunked, layout, 32768) - prefill_compute_s(whole, layout, 32768)
+        assert extra == pytest.approx(expected)
+        # a prompt that fits one chunk has no earlier chunk to re-project
+        assert prefill_compute_s(chunked, layout, 8192) == prefill_compute_s(whole, layout, 8192)
+        # grouped-query models keep every chunk's keys and values whole in the cache
+        llama = spec(architecture="llama-3.3-70b", accelerator="h100-80gb",
+                     parallelism={"tensor": 4}, max_num_batched_tokens=8192)  # fmt: skip
+        unchunked = llama.model_copy(update={"max_num_batched_tokens": 32768})
+        assert prefill_compute_s(llama, llama.parallelism, 32768) == prefill_compute_s(
+            unchunked, llama.parallelism, 32768
+        )
+
 
 class TestBlockFp8Experts:
     def test_fp8_experts_gain_the_fused_moe_speedup_not_fp8_peak(self) -> None:
