@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.live import Live
+from rich.table import Table
 
 from infra import progress
 from infra.cli_common import (
@@ -240,9 +242,17 @@ def top_command(
             "command line", "--local", "no local run is serving on this machine",
             "start one: servestack serve --local, or servestack bench --local",
         )  # fmt: skip
-    with contextlib.suppress(KeyboardInterrupt):
-        if not console.is_terminal:
-            top.watch(endpoints, console.print, interval_s=interval, seconds=seconds)
-            return
-        with Live(console=console, refresh_per_second=4) as live:
-            top.watch(endpoints, live.update, interval_s=interval, seconds=seconds)
+    with contextlib.ExitStack() as stack:
+        show: Callable[[Table], None] = console.print
+        if console.is_terminal:
+            show = stack.enter_context(Live(console=console, refresh_per_second=4)).update
+        watched = top.watch(endpoints, show, interval_s=interval, seconds=seconds)
+    for endpoint, why in watched.never_answered.items():
+        errors.print(
+            f"error: {endpoint} answered none of this watch's scrapes (the last {why}); "
+            "check that the address is the exporter's (a port-forward to a Ray head's :8080 "
+            "still running, a local run's metrics port from its log) and that it is not stuck",
+            highlight=False,
+        )
+    if watched.never_answered:
+        raise typer.Exit(1)

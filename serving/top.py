@@ -10,27 +10,56 @@ dashboard's do. `serving.local.bench` reads a run's figures with the same arithm
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import math
 import time
+import urllib.error
 import urllib.request
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 from rich.table import Table
+from rich.text import Text
 
 from serving.metrics import REQUEST_LATENCY_BUCKETS_S, engine
 
 # (series name, sorted labels) -> value
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 SCRAPE_TIMEOUT_S = 5.0
+# What a scrape of an endpoint that is down, stuck or not an exporter raises: no connection, no
+# answer in time (TimeoutError), a reply cut short or not HTTP, an HTTP error, text that is
+# not Prometheus' (ValueError, UnicodeDecodeError).
+SCRAPE_ERRORS = (OSError, http.client.HTTPException, ValueError)
 
 
-def scrape(url: str) -> Samples:
-    with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as response:
+def scrape(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> Samples:
+    with urllib.request.urlopen(url, timeout=timeout_s) as response:
         text = response.read().decode()
     return parse(text)
+
+
+def unreachable(exc: BaseException) -> str:
+    """Why a scrape failed, in a few words, from what `scrape` raised."""
+    reason = (
+        exc.reason
+        if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError)
+        else exc
+    )
+    if isinstance(reason, TimeoutError):
+        return "connected but sent no answer in time"
+    if isinstance(reason, ConnectionRefusedError):
+        return "refused the connection (nothing listens there)"
+    if isinstance(reason, urllib.error.HTTPError):
+        return f"answered HTTP {reason.code}"
+    if isinstance(reason, (http.client.HTTPException, ConnectionError)):
+        return f"did not answer HTTP ({type(reason).__name__})"
+    if isinstance(reason, ValueError):
+        return "answered something that is not Prometheus text"
+    return f"failed: {reason}"
 
 
 def parse(text: str) -> Samples:
@@ -192,13 +221,66 @@ def table(rows: Iterable[ModelFigures], title: str) -> Table:
     return view
 
 
-def snapshot(urls: Iterable[str]) -> Snapshot:
-    """One scrape of every endpoint, merged (each local run is its own Ray)."""
+def _merged(samples: Iterable[Samples]) -> Samples:
+    """Several endpoints' samples as one (each local run is its own Ray)."""
     merged: Samples = {}
-    for url in urls:
-        for key, value in scrape(url).items():
+    for one in samples:
+        for key, value in one.items():
             merged[key] = merged.get(key, 0.0) + value
-    return Snapshot(time.monotonic(), merged)
+    return merged
+
+
+def snapshot(urls: Iterable[str]) -> Snapshot:
+    """One scrape of every endpoint, merged; raises what `scrape` raises if one fails."""
+    return Snapshot(time.monotonic(), _merged(scrape(url) for url in urls))
+
+
+@dataclass(frozen=True)
+class Round:
+    """One scrape of every endpoint at once: the samples of those that answered, and why each
+    of the others did not."""
+
+    at_s: float
+    answered: dict[str, Samples]
+    unreachable: dict[str, str]
+
+
+def scrape_round(urls: Iterable[str], timeout_s: float = SCRAPE_TIMEOUT_S) -> Round:
+    """Every endpoint scraped at the same moment, so one that is slow or silent delays no
+    other's sample and each round's samples share one time."""
+    urls = list(dict.fromkeys(urls))
+    at_s = time.monotonic()
+    answered: dict[str, Samples] = {}
+    unreachable_: dict[str, str] = {}
+    if not urls:
+        return Round(at_s, answered, unreachable_)
+    with ThreadPoolExecutor(max_workers=len(urls)) as pool:
+        futures = {url: pool.submit(scrape, url, timeout_s) for url in urls}
+        for url, future in futures.items():
+            try:
+                answered[url] = future.result()
+            except SCRAPE_ERRORS as exc:
+                unreachable_[url] = unreachable(exc)
+    return Round(at_s, answered, unreachable_)
+
+
+def between(before: Round, after: Round) -> list[ModelFigures]:
+    """The figures over the endpoints that answered both rounds: one missing from either has no
+    window to count (its counters are not mixed with another endpoint's)."""
+    both = before.answered.keys() & after.answered.keys()
+    return figures(
+        Snapshot(before.at_s, _merged(before.answered[url] for url in sorted(both))),
+        Snapshot(after.at_s, _merged(after.answered[url] for url in sorted(both))),
+    )
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What a watch showed, and the endpoints it was still asked to watch at the end that
+    answered none of its scrapes, each with why the last one failed."""
+
+    tables: int
+    never_answered: dict[str, str]
 
 
 def watch(
@@ -208,15 +290,29 @@ def watch(
     interval_s: float,
     seconds: float | None = None,
     title: str = "servestack top",
-) -> int:
+    timeout_s: float = SCRAPE_TIMEOUT_S,
+) -> Watched:
     """Scrape `endpoints()` every `interval_s`, `show` a table of the figures between the last
-    two scrapes, until `seconds` have passed (or forever). Returns the tables shown."""
+    two scrapes, until `seconds` have passed, or forever, or Ctrl-C. An endpoint that does not
+    answer within `timeout_s` is named under that interval's table and asked again the next."""
     started = time.monotonic()
-    before = snapshot(endpoints())
+    answered_once: set[str] = set()
     shown = 0
-    while seconds is None or time.monotonic() - started < seconds:
-        time.sleep(interval_s)
-        after = snapshot(endpoints())
-        show(table(figures(before, after), f"{title} · every {interval_s:g} s"))
-        shown, before = shown + 1, after
-    return shown
+    last = Round(started, {}, {})
+    with contextlib.suppress(KeyboardInterrupt):
+        before = last = scrape_round(endpoints(), timeout_s)
+        answered_once |= set(last.answered)
+        while seconds is None or time.monotonic() - started < seconds:
+            time.sleep(interval_s)
+            last = scrape_round(endpoints(), timeout_s)
+            answered_once |= set(last.answered)
+            caption = "\n".join(
+                f"unreachable this interval: {url} {why}; asking again in {interval_s:g} s"
+                for url, why in last.unreachable.items()
+            )
+            view = table(between(before, last), f"{title} · every {interval_s:g} s")
+            view.caption, view.caption_justify = Text(caption) if caption else None, "left"
+            show(view)
+            shown, before = shown + 1, last
+    never = {url: why for url, why in last.unreachable.items() if url not in answered_once}
+    return Watched(shown, never)

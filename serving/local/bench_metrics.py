@@ -60,7 +60,7 @@ def settled(urls: Sequence[str], model: str, at_least: int) -> top.Snapshot | No
     while True:
         try:
             snapshot = top.snapshot(urls)
-        except OSError:  # a slow metrics agent (a busy machine) times out: ask again
+        except top.SCRAPE_ERRORS:  # a slow or stuck metrics agent: ask again
             snapshot = None
         if snapshot is not None and finished(snapshot, model) >= at_least:
             return snapshot

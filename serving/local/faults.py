@@ -345,30 +345,41 @@ def local_redis() -> Iterator[str]:
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server is not installed (Debian: apt-get install redis-server)")
-    from serving.local.runtime import free_port
+    from serving.local.ports import held_ports
 
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError(f"redis-server did not listen on port {port} within 30 s")
-            time.sleep(0.2)
-        yield f"127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=10)
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
+    # Held until Redis is gone: nothing else on the machine can take it first.
+    with held_ports(1) as (port,):
+        process = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                    break
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError(f"redis-server did not listen on port {port} within 30 s")
+                time.sleep(0.2)
+            yield f"127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
 
 
 def main() -> None:

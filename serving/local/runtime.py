@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from serving.compiler import CompiledModel, compile
-from serving.local import cleanup, places
+from serving.local import cleanup, places, ports
 from serving.local.app import Engine, cpus_needed, local_application, local_env, tiny_family
 from serving.local.observed import ObservedRun, registered
+from serving.local.ports import RunPorts, run_ports
 from serving.local.progress import STATE_PREFIX, replica_summary
 from serving.local.simulation import SimulationSettings
 from serving.local.tiny_models import tiny_model
@@ -68,6 +69,9 @@ class LocalServe:
 
 
 def free_port() -> int:
+    """A port free now, let go at once: for a command line that checks and binds the port in
+    another process (`servestack serve --local --port`). A run's own components get held ports
+    (`serving.local.ports`)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -78,6 +82,7 @@ def run_env(
     compiled: CompiledModel,
     settings: SimulationSettings | None,
     run_dir: Path,
+    ports: RunPorts,
     engine: Engine = "simulated",
 ) -> dict[str, str]:
     """The local env plus this run's own ports, HAProxy files and temporary files, so that two
@@ -85,9 +90,9 @@ def run_env(
     writes nothing outside its own directory and the build folder."""
     env = local_env(compiled, settings, engine=engine) | places.run_dir_env(run_dir)
     env |= {
-        "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(free_port()),
-        "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
-        "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+        "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(ports.fallback_proxy),
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(ports.haproxy_stats),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(ports.haproxy_metrics),
         "RAY_metrics_report_interval_ms": str(METRICS_REPORT_INTERVAL_MS),
         "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(run_dir / "haproxy.cfg"),
         "RAY_SERVE_HAPROXY_SOCKET_PATH": str(run_dir / "admin.sock"),
@@ -122,49 +127,44 @@ def local_serve(
         ray_dir = places.ray_temp_dir()
     except places.PlaceError as exc:
         raise LocalServeError(str(exc)) from None
-    with places.run_directory(engine) as run_dir, _sigterm_kept() as keep_sigterm:
+    with (
+        places.run_directory(engine) as run_dir,
+        run_ports(port) as chosen,
+        _sigterm_kept() as keep_sigterm,
+    ):
         run = cleanup.RunCensus()
-        env = run_env(compiled, settings, run_dir, engine) | run.environment
+        env = run_env(compiled, settings, run_dir, chosen, engine) | run.environment
         saved = {key: os.environ.get(key) for key in env}
         os.environ.update(env)
         try:
             import ray
             from ray import serve
 
-            http_port = port or free_port()
-            metrics_port = free_port()
             try:
                 with run.watching():
                     say("starting a local Ray")
-                    ray.init(
-                        address="local",
-                        _metrics_export_port=metrics_port,
-                        num_cpus=cpus_needed(compiled),
-                        num_gpus=0,
-                        object_store_memory=OBJECT_STORE_BYTES,
-                        include_dashboard=False,
-                        log_to_driver=False,
-                        namespace="servestack-local",
-                        _temp_dir=str(ray_dir),
-                    )
+                    _start_ray(ray, chosen.ray_metrics, cpus_needed(compiled), ray_dir)
                     keep_sigterm()
                     node = ray._private.worker._global_node
                     assert node is not None, "ray.init started the local node"
                     session = node.get_session_dir_path()
                     # Kept after the run: where its logs are, for whoever reads this one's output.
                     print(f"{SESSION_PREFIX}{session}", file=sys.stderr, flush=True)
+                    scrape = {"ray": f"http://127.0.0.1:{chosen.ray_metrics}/metrics"}
+                    _check_exporter(scrape["ray"], "Ray's metrics agent", "ray_", session)
                     say("starting Serve")
-                    serve.start(http_options={"host": "127.0.0.1", "port": http_port})
+                    serve.start(http_options={"host": "127.0.0.1", "port": chosen.http})
                     _deploy(application)
-                    endpoint = f"http://127.0.0.1:{http_port}"
+                    endpoint = f"http://127.0.0.1:{chosen.http}"
                     _wait_ready(application["name"], endpoint, ready_timeout_s, say)
                     if spec.fast_paths.haproxy:
                         say("replicas ready; waiting for HAProxy's configuration to settle")
                     _wait_haproxy_settled(run_dir)
-                    scrape = {"ray": f"http://127.0.0.1:{metrics_port}/metrics"}
                     if spec.fast_paths.haproxy:
-                        haproxy_port = env["RAY_SERVE_HAPROXY_METRICS_PORT"]
-                        scrape["haproxy"] = f"http://127.0.0.1:{haproxy_port}/metrics"
+                        scrape["haproxy"] = f"http://127.0.0.1:{chosen.haproxy_metrics}/metrics"
+                        _check_exporter(
+                            scrape["haproxy"], "HAProxy's Prometheus exporter", "haproxy_", session
+                        )
                     observed = ObservedRun(os.getpid(), spec.name, endpoint, scrape)
                     with registered(observed):
                         yield LocalServe(endpoint, spec.name, application, env)
@@ -188,6 +188,37 @@ def local_serve(
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+
+
+def _start_ray(ray: Any, metrics_port: int, cpus: int, ray_dir: Path) -> None:
+    try:
+        ray.init(
+            address="local",
+            _metrics_export_port=metrics_port,
+            num_cpus=cpus,
+            num_gpus=0,
+            object_store_memory=OBJECT_STORE_BYTES,
+            include_dashboard=False,
+            log_to_driver=False,
+            namespace="servestack-local",
+            _temp_dir=str(ray_dir),
+        )
+    except Exception as exc:  # Ray says why in its own words; its logs say more
+        raise LocalServeError(
+            f"the local Ray did not start: {exc} — its logs are in "
+            f"{ray_dir / 'session_latest' / 'logs'} (dashboard_agent.log names a port it could "
+            f"not bind; this run gave Ray's metrics agent port {metrics_port})"
+        ) from None
+
+
+def _check_exporter(url: str, service: str, family_prefix: str, session: str) -> None:
+    """What `servestack top` and the benchmark will scrape answers as `service` now, or the run
+    stops here with why, rather than every later scrape timing out."""
+    problem = ports.exporter_problem(
+        url, service, family_prefix=family_prefix, timeout_s=ports.EXPORTER_READY_TIMEOUT_S
+    )
+    if problem is not None:
+        raise LocalServeError(f"{problem} (the local Ray's logs: {session}/logs)")
 
 
 def _end_leftovers(run: cleanup.RunCensus, say: Callable[[str], None]) -> None:

@@ -28,8 +28,9 @@ from serving.local import cleanup, places
 from serving.local.app import engine_workers, tiny_family, vllm_engine_kwargs, vllm_env
 from serving.local.bench import Variant, VariantStartError
 from serving.local.bench_stats import WorkloadReport
+from serving.local.ports import held_ports
 from serving.local.prefix_bench import precise_variant, router_ratios
-from serving.local.runtime import CODE_ROOT, free_port
+from serving.local.runtime import CODE_ROOT
 from serving.local.tiny_models import tiny_model
 from serving.local.workloads import SHARED_PREFIX_WORKLOADS
 from serving.planner import plan
@@ -126,17 +127,19 @@ def running_bare_vllm(
 ) -> Iterator[str]:
     """Start a bare vLLM server for the spec; yield its endpoint; stop it and whatever it
     started."""
-    port = free_port()
-    command = bare_command(spec, tiny_model(tiny_family(spec)), port)
-    workers = engine_workers(compile(spec, plan(spec)))
-    env = os.environ | vllm_env(workers) | {"PYTHONPATH": str(CODE_ROOT)}
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with places.run_directory("vllm") as run_dir, log_path.open("w") as log:
-        env |= places.run_dir_env(run_dir)
-        with cleanup.supervised(command, env=env, stdout=log, stderr=subprocess.STDOUT) as child:
-            endpoint = f"http://127.0.0.1:{port}"
-            _wait_bare(child.process, endpoint, ready_timeout_s, log_path)
-            yield endpoint
+    with held_ports(1) as (port,):
+        command = bare_command(spec, tiny_model(tiny_family(spec)), port)
+        workers = engine_workers(compile(spec, plan(spec)))
+        env = os.environ | vllm_env(workers) | {"PYTHONPATH": str(CODE_ROOT)}
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with places.run_directory("vllm") as run_dir, log_path.open("w") as log:
+            env |= places.run_dir_env(run_dir)
+            with cleanup.supervised(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT
+            ) as child:
+                endpoint = f"http://127.0.0.1:{port}"
+                _wait_bare(child.process, endpoint, ready_timeout_s, log_path)
+                yield endpoint
 
 
 def _wait_bare(
