@@ -10,7 +10,7 @@ from serving.spec import ModelSpec
 from serving.spec_parts import Parallelism
 
 # One small-message all-reduce (decode) between GPUs of one node, launch included (fitted).
-ALLREDUCE_LATENCY_S = 11.7e-6
+ALLREDUCE_LATENCY_S = 12.0e-6
 # One expert-parallel dispatch or combine (all-to-all), launch included.
 ALLTOALL_LATENCY_S = 40e-6
 # One pipeline-stage hand-off.

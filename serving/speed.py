@@ -5,8 +5,10 @@ tensor-core math at large batches, whichever is slower; then come the tensor-par
 all-reduces, the expert-parallel all-to-alls, the MoE layers' routing kernels and the engine's
 per-step CPU work, which grows with the batch. Prefill is bound by math, with causal attention
 less efficient than the dense matmuls. A request's first token also waits for a fixed floor
-(HTTP, chat template and tokenization, scheduling). A saturated server decodes as many sequences
-as its KV cache holds at their average length, not at their longest.
+(HTTP, chat template and tokenization, scheduling); a chat workload's mean time to first token
+is the mean over its prompts' spread of lengths, not that of its mean prompt. A saturated
+server decodes as many sequences as its KV cache holds at their average length, not at their
+longest.
 
 The efficiency constants were fitted on the `fit` rows of `tests/calibration_set.py` (published
 vLLM runs) and are judged on its `held` rows; `serving.accuracy` holds the error that check
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 
 from pydantic import Field
 
@@ -38,11 +41,11 @@ from serving.spec_parts import Parallelism
 # `fit` rows of the calibration set (tests/calibration_set.py), within physically plausible
 # bounds, by scripts/fit_speed_constants.py; the `held` rows then judge them (serving.accuracy).
 
-# Fraction of peak HBM bandwidth a decode step reaches streaming dense weights (fitted; at the
+# Fraction of peak HBM bandwidth a decode step reaches streaming dense weights (fitted; near the
 # 0.85 bound, about what a streaming read reaches on H100/A100)...
-HBM_EFFICIENCY = 0.85
+HBM_EFFICIENCY = 0.838
 # ...streaming expert weights through grouped GEMMs (fitted)...
-EXPERT_HBM_EFFICIENCY = 0.763
+EXPERT_HBM_EFFICIENCY = 0.706
 # ...and reading paged KV cache in the decode attention kernel, a streaming read of pages
 # (fitted, at its lower bound of 0.5: what sequences cost beyond their bytes is per-sequence
 # work, PER_SEQUENCE_STEP_S, not a slower stream, or long contexts would be mispriced).
@@ -52,41 +55,51 @@ ATTENTION_HBM_EFFICIENCY = 0.5
 # by kernels built for it (wgmma, TMA); the GEMMs a serving engine runs reach a smaller share of
 # it than Ampere's, as the published runs show: Qwen3-14B prefills 2K prompts at about 60% of an
 # A100's peak and 35% of an H100's.
-PREFILL_MFU = {8: 0.662, 9: 0.446}
-DECODE_MFU = 0.302
+PREFILL_MFU = {8: 0.669, 9: 0.453}
+DECODE_MFU = 0.292
 # Causal attention in prefill reaches less of the peak than the matmuls, and a smaller share of
 # Hopper's far larger peak than of Ampere's, by compute capability major version. Ampere:
 # FlashAttention-2 reaches 50-73% of A100 peak (Dao, "FlashAttention-2", 2023), taken at 0.6;
 # Hopper: fitted.
-ATTENTION_MFU = {8: 0.6, 9: 0.383}
+ATTENTION_MFU = {8: 0.6, 9: 0.373}
 # Attention sinks (gpt-oss) run on vLLM's Triton attention backend where FlashAttention 3 is not
 # available (Ampere), at this share of the peak (fitted on gpt-oss-20b at 32k on an A100).
-TRITON_ATTENTION_MFU = 0.111
+TRITON_ATTENTION_MFU = 0.11
 # Grouped expert GEMMs reach this share of the dense matmuls' efficiency (fitted).
-EXPERT_MFU_SHARE = 0.743
+EXPERT_MFU_SHARE = 0.764
 # FP8 expert weights run vLLM's fused-MoE kernels with a scale per 128x128 weight block (the
 # format of DeepSeek-V3's and Qwen3's FP8 checkpoints), which gain this much over the same
 # kernels' BF16 math, far from the 2x of FP8 tensor cores (fitted on Qwen3-235B-A22B-FP8).
-FP8_EXPERT_MATH_SPEEDUP = 1.08
+FP8_EXPERT_MATH_SPEEDUP = 1.06
 # Fixed cost of one engine step (scheduling, input preparation, launch) with CUDA graphs on
 # (fitted). Async scheduling hides it behind the GPU's work on the step before (see
 # _async_scheduling)...
-STEP_OVERHEAD_S = 0.602e-3
+STEP_OVERHEAD_S = 0.529e-3
 # ...and what each running sequence adds (scheduler bookkeeping, sampling, detokenizing and
 # streaming its token), which grows with the batch: vLLM found the CPU side a large share of an
 # H100's step (https://blog.vllm.ai/2024/09/05/perf-update.html). Fitted.
-PER_SEQUENCE_STEP_S = 33.7e-6
+PER_SEQUENCE_STEP_S = 31.3e-6
 # One transformer layer's dozen small kernels (norms, rotary, attention, activation) cost a few
 # microseconds each even replayed from a CUDA graph; per layer and step (fitted, at its bound).
 LAYER_OVERHEAD_S = 40e-6
 # A MoE layer's routing, top-k, token permutation and grouped-GEMM launches, per layer and step
 # (fitted).
-MOE_LAYER_OVERHEAD_S = 40.4e-6
+MOE_LAYER_OVERHEAD_S = 33.3e-6
 # Time to first token that no prefill explains: the HTTP request, chat template and
 # tokenization, scheduling and detokenizing the first token (fitted). It is the frontend of the
 # vLLM servestack deploys: published runs on vLLM 0.11 also parsed the chat template anew for
 # every request, which later versions cache, and are judged with that time added to them.
-TTFT_FLOOR_S = 19.5e-3
+TTFT_FLOOR_S = 19.2e-3
+# A chat workload's prompts are not all of its mean length: ShareGPT's, which the published chat
+# runs replay, fall off from the shortest with a long tail (Kwon et al., "Efficient Memory
+# Management for Large Language Model Serving with PagedAttention", SOSP 2023, Fig. 11), which
+# the exponential around the mean draws from the mean alone, as burst_decode_s does for outputs.
+# A mean time to first token is a mean over prompts, not the time of the mean prompt: a MoE
+# prefill step reads the experts its tokens touch, 1 - (1 - k/E)^t of them, which is concave in
+# t (a 30-token prompt of gpt-oss-120b touches 61% of them, a 460-token one all), and a dense
+# prefill is memory-bound below the weights' ridge and math-bound above it. The mean is taken
+# over this many slices of equal probability.
+PROMPT_LENGTH_POINTS = 8
 # Throughput is that of this many requests queued at once: `vllm bench serve`'s default
 # --num-prompts, the way published serving throughput is measured.
 BURST_REQUESTS = 1000
@@ -274,20 +287,41 @@ def prefill_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens
     return max(prefill_compute_s(spec, layout, tokens), memory_s) + comm + chunks * step
 
 
-def ttft_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, running: int = 0) -> float:
-    """Time to first token of the workload's prompt with `running` other sequences decoding: the
-    fixed floor, the decode steps of theirs to wait out before the prompt joins the batch (on
-    average half of the step under way, and under async scheduling also the next one, already
-    scheduled without it), and the step that prefills it, which decodes the running sequences
-    too: their tokens pass the same weights as the prompt's, and each costs its per-sequence
-    work (scheduling, sampling, detokenizing)."""
+def prompt_lengths(mean_tokens: int, points: int = PROMPT_LENGTH_POINTS) -> list[int]:
+    """Prompt lengths spread exponentially around `mean_tokens` (PROMPT_LENGTH_POINTS): the mean
+    of each of `points` slices of equal probability. For the exponential of mean 1 the slice
+    between its quantiles a and b has mean n((1 + a)e^-a - (1 + b)e^-b), the last (1 + a)e^-a
+    times n, so the slices' means average exactly the mean."""
+    edges = [-math.log(1 - i / points) for i in range(points)]
+    tails = [(1 + a) * math.exp(-a) for a in edges] + [0.0]
+    return [max(1, round(mean_tokens * points * (tails[i] - tails[i + 1]))) for i in range(points)]
+
+
+def ttft_s(
+    spec: ModelSpec,
+    machine: MachineType,
+    layout: Parallelism,
+    running: int = 0,
+    spread: bool = True,
+) -> float:
+    """Mean time to first token of the workload's prompts with `running` other sequences
+    decoding: the fixed floor, the decode steps of theirs to wait out before a prompt joins the
+    batch (on average half of the step under way, and under async scheduling also the next one,
+    already scheduled without it), and the step that prefills it, which decodes the running
+    sequences too: their tokens pass the same weights as the prompt's, and each costs its
+    per-sequence work (scheduling, sampling, detokenizing). Prompts are spread like a chat
+    workload's around the workload's mean (prompt_lengths), or all of its length where `spread`
+    is off (a synthetic benchmark's fixed prompts)."""
     work = spec.workload
     wait = 0.0
     if running:
         context = work.input_tokens + work.output_tokens // 2
         steps = 1.5 if _async_scheduling(spec) else 0.5
         wait = steps * decode_step_s(spec, machine, layout, running, context)
-    joined_step = prefill_s(spec, machine, layout, work.input_tokens + running)
+    lengths = prompt_lengths(work.input_tokens) if spread else [work.input_tokens]
+    joined_step = statistics.fmean(
+        prefill_s(spec, machine, layout, length + running) for length in lengths
+    )
     return TTFT_FLOOR_S + joined_step + PER_SEQUENCE_STEP_S * running + wait
 
 
@@ -349,9 +383,9 @@ def estimates(
     is given). The size of the burst matters: the fewer the requests, the larger the share of
     the run spent draining, when the batch is no longer full."""
     work = spec.workload
-    prompt = prefill_s(spec, machine, layout, work.input_tokens)
-    if role == "prefill":
-        prompt += _kv_transfer_s(spec, machine)
+    # P/D: the prefill side's prompt ends once its KV cache reaches the decode side.
+    transfer = _kv_transfer_s(spec, machine) if role == "prefill" else 0.0
+    prompt = prefill_s(spec, machine, layout, work.input_tokens) + transfer
     context = work.input_tokens + work.output_tokens // 2
     itl_1 = decode_step_s(spec, machine, layout, 1, context)
 
@@ -359,7 +393,7 @@ def estimates(
     if itl_target_s is not None:
         while batch > 1 and decode_step_s(spec, machine, layout, batch, context) > itl_target_s:
             batch = max(1, int(batch * 0.8))
-    ttft = TTFT_FLOOR_S + prompt
+    ttft = ttft_s(spec, machine, layout) + transfer
     if batch < 1:
         return Estimates(
             prefill_s=prompt, ttft_s=ttft, itl_s=itl_1, decode_batch=0, itl_at_batch_s=itl_1,

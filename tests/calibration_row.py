@@ -44,6 +44,9 @@ class Row:
     # The measured server's serial work per chat request (its API server's event loop), which
     # requests arriving together queue behind (see calibration_set.FrontendRun).
     serial_frontend_s: float = field(default=0.0, kw_only=True)
+    # Every prompt of the run has the workload's length (a synthetic benchmark's), not a chat
+    # dataset's spread around it (serving.speed.prompt_lengths).
+    fixed_prompts: bool = field(default=False, kw_only=True)
 
     def spec(self) -> ModelSpec:
         return planned(self.profile)

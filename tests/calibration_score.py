@@ -31,7 +31,7 @@ def estimate(row: Row) -> float:
         layout = spec.parallelism
         machine = choose_machine(spec, layout.gpus_per_replica)
         return 1e3 * (
-            ttft_s(spec, machine, layout, running=row.batch - 1)
+            ttft_s(spec, machine, layout, running=row.batch - 1, spread=not row.fixed_prompts)
             + row.retired_frontend_s
             + opening_wave_s(row, spec, machine, layout)
             + closed_loop_queue_s(row, spec, machine, layout)
@@ -95,7 +95,8 @@ def closed_loop_queue_s(
     work = spec.workload
     assert concurrency * work.input_tokens <= spec.max_num_batched_tokens, row.label
     context = work.input_tokens + work.output_tokens // 2
-    first = ttft_s(spec, machine, layout, running=concurrency - 1) + row.retired_frontend_s
+    first = ttft_s(spec, machine, layout, concurrency - 1, spread=not row.fixed_prompts)
+    first += row.retired_frontend_s
     decode = (work.output_tokens - 1) * decode_step_s(spec, machine, layout, concurrency, context)
     rho = (concurrency - 1) * serial / (first + decode)
     steady_share = (row.prompts - concurrency) / row.prompts

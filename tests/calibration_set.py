@@ -37,6 +37,11 @@ its timing.
 NIM's figures are GenAI-Perf's, which skips responses without content
 (https://docs.nvidia.com/nim/benchmarking/llm/latest/metrics.html): at most one step later
 than vLLM's definition, never earlier.
+The ShareGPT rows' prompts spread around their mean like a chat dataset's
+(serving.speed.prompt_lengths); NIM's are GenAI-Perf's synthetic prompts, all of the stated
+length (--synthetic-input-tokens-stddev defaults to 0: GenAI-Perf's README,
+https://docs.nvidia.com/deeplearning/triton-inference-server/archives/triton-inference-server-2560/user-guide/docs/perf_analyzer/genai-perf/README.html),
+so they are `fixed_prompts`.
 """
 
 from __future__ import annotations
@@ -239,10 +244,10 @@ ROWS: list[Row] = [
     # --- time to first token -----------------------------------------------------------------
     Row(NIM, "Llama-3.3-70B FP8, 2xH100 TP2, 500 in, concurrency 1", "ttft", 47.77,
         _p("llama-3.3-70b", "h100-80gb", 2, workload=(500, 2000), quantization="fp8",
-           max_model_len=8192), "held"),
+           max_model_len=8192), "held", fixed_prompts=True),
     Row(NIM, "Llama-3.3-70B FP8, 2xH100 TP2, 5000 in, concurrency 1", "ttft", 406.77,
         _p("llama-3.3-70b", "h100-80gb", 2, workload=(5000, 500), quantization="fp8",
-           max_model_len=8192), "fit"),
+           max_model_len=8192), "fit", fixed_prompts=True),
     Row(TRTLLM, "4xA100 FP16 TP4, 2048 input tokens, batch 1", "prefill", 377,
         _p(LLAMA_2_70B, "a100-80gb", 4, workload=(2048, 1)), "fit"),
     Row(TRTLLM, "4xH100 FP8 TP4, 2048 input tokens, batch 1", "prefill", 109,

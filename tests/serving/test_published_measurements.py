@@ -102,54 +102,15 @@ def test_short_prompt_runs_time_the_servers_serial_work() -> None:
         assert gpu_s < 0.5 * run.prompts * run.serial_s, run.source
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="held-back bars: TTFT 4 of 7 rows within ±25% (bar 60%, i.e. 5 of 7) is not met; "
-    "the share within ±25% (81%, bar 80%), the median (10.6%, bar 15%) and the other classes "
-    "meet theirs. Held TTFT: Qwen3-8B c4 -23.0%, c8 -25.9%, gpt-oss-120b +10.6% and +14.8%, "
-    "Llama-2-70B FP8 prefill -1.6% in; NIM Llama-3.3-70B 500-in +43.4%, DeepSeek-R1 c4 -53.1% "
-    "out. Rows checked against their sources, and each TTFT source measures what ttft_s "
-    "estimates (see calibration_set): vllm bench serve times the first chunk with choices, "
-    "which vLLM's chat server sends once the first token is sampled, so reasoning does not "
-    "delay it; closed loop at the stated concurrency, one untimed test request first; "
-    "GenAI-Perf (NIM) times the first non-empty content, no earlier. Accounted differences of "
-    "setup: vLLM 0.11 parsed the chat template on the event loop for every request (13-15 ms "
-    "measured for Qwen3's), which the vLLM servestack deploys caches, so the Qwen3-8B rows "
-    "carry it; a closed-loop run's mean includes its opening wave (calibration_score."
-    "opening_wave_s: the first c requests start together and queue behind each other's serial "
-    "work in the API server, 22.8 ms per request for Qwen3 and 22.3 for DeepSeek-R1 under vLLM "
-    "0.11, read off the same pages' short-prompt runs) and, after it, the M/D/1 wait of an "
-    "arrival behind another client's serial work (calibration_score.closed_loop_queue_s: 0.43 "
-    "ms at c4, 0.97 ms at c8, 0.32 ms for DeepSeek); the step that prefills a prompt also "
-    "decodes the running sequences (ttft_s). Checked and not missing: the engine does not "
-    "queue closed-loop prompts behind each other (c x 233 tokens fit one step's 8,192-token "
-    "budget, vLLM's default on H100/H200), and a step's length varies so little at these "
-    "loads (a prompt in about 3% of Qwen3-8B's steps at c8) that the residual an arrival waits "
-    "out grows by under 0.1 ms. Qwen3-8B at c8 is 0.7 ms short of -25%; the same runs' "
-    "concurrency-1 row (fit, -26.7%) lacks about 16 ms per request that no source explains: "
-    "the rest of vLLM 0.11's chat path is cached or cheap (content-format detection, template "
-    "compilation, supports_kw are lru_cached in 0.11; transformers 4.57 caches the compiled "
-    "template), and the fitted floor is held down by gpt-oss's harmony path (+11% to +23%, "
-    "whose prefill steps the planner puts at 31 ms on one H100 where the same runs' P99 ITL, "
-    "the step that carries a new prompt, is 23 ms). On the same prompts and H100 at "
-    "concurrency 4 mean TTFT is 64 ms under vLLM 0.11, 52 ms under trtllm-serve, 28 ms under "
-    "SGLang (GPUStack's qwen3-8b/h100-latency page). NIM's page, concurrency 1 (200, 500, "
-    "1,000, 5,000 in: 31, 48, 82, 407 ms), puts TensorRT-LLM's floor at 13-20 ms and its "
-    "prefill at 0.07-0.08 ms per token against the planner's 0.1 for vLLM (with 5 ms of TP2 "
-    "all-reduces the planner does not overlap): the 500-in row misses on TensorRT-LLM's "
-    "faster frontend and FP8 prefill, not on what is measured. DeepSeek-R1 (MLA) at TP8 on "
-    "H200: the planner already prefills MLA in vLLM's non-absorbed form (forward_mha: keys "
-    "128 + 64 wide, values 128, kv_b_proj's up-projection in the active weights, and now the "
-    "re-projection of earlier chunks' latents, which only prompts over the 8,192-token budget "
-    "pay: 32K-in saturation +20% -> +19%); the 228-token prompt is one step. The run is slower "
-    "than estimated in every regime (19.4 ms per token against 10.6 at c4; its P99 ITL at c4, "
-    "the step that carries a new prompt, 48.6 ms against a planned 31.6 ms; prefill at about "
-    "18K tokens/s against 41K): with its own decode and prompt steps the row would still be "
-    "about -35%, the rest being a frontend like Qwen3's on vLLM 0.11 (its serial work per "
-    "request, 22.3 ms, is Qwen3's 22.8) and its own template parse, not measured. Every "
-    "DeepSeek row is held: nothing fits an MLA or TP8-specific term.",
-)
 def test_held_back_rows_meet_the_acceptance_bars(scored: list[Scored]) -> None:
+    """At least 80% of the held rows within ±25%, median |error| at most 15%, every class at
+    least 60% within ±25%. What each TTFT source measures and the differences of setup the rows
+    carry (vLLM 0.11's template parse, a closed loop's opening wave and queue, chat prompts'
+    spread around their mean) are in calibration_set. The held TTFT rows still outside: NIM's
+    Llama-3.3-70B at 500 in (TensorRT-LLM's frontend and FP8 prefill are faster than vLLM's:
+    the same page's concurrency-1 runs put its floor at 13-20 ms and its prefill at 0.07-0.08 ms
+    per token) and DeepSeek-R1 on 8xH200 (slower than planned in every regime: 19.4 ms per
+    token at concurrency 4 against about 10; no DeepSeek row is fitted)."""
     print("\n" + table(scored))
     held = [s for s in scored if s.row.part == "held"]
     assert _within(held) >= 0.8
@@ -177,10 +138,9 @@ def test_closed_loop_arrivals_wait_for_each_others_serial_work() -> None:
 def test_fit_rows_stay_where_the_constants_were_fitted(scored: list[Scored]) -> None:
     """A change to the model that moves the fitted rows must come with a refit."""
     fit = [s for s in scored if s.row.part == "fit"]
-    # The least-squares optimum leaves one of the five fit TTFT rows outside ±25% (Qwen3-8B at
-    # concurrency 1, -27%): per-request floors disagree even once vLLM 0.11's template parse is
-    # added to the Qwen3 rows (Qwen3-8B's is still about twice gpt-oss's, NIM's about none).
-    assert _within(fit) >= 0.8
+    # Per-request floors still disagree between the fit TTFT rows (Qwen3-8B at concurrency 1
+    # -25%, gpt-oss-120b +15% and +20%, NIM +21%): the least-squares optimum sits between them.
+    assert _within(fit) >= 0.9
     assert _median(fit) <= 0.10
 
 

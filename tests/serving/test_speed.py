@@ -14,18 +14,20 @@ from typing import Any
 import pytest
 
 from serving.catalog import ACCELERATORS, ARCHITECTURES
-from serving.memory import weight_bytes_per_gpu
+from serving.memory import weight_bytes, weight_bytes_per_gpu
 from serving.placement import choose_machine
 from serving.planner import plan, prefill_s
 from serving.spec import ModelSpec
 from serving.speed import (
     ATTENTION_MFU,
+    EXPERT_HBM_EFFICIENCY,
     EXPERT_MFU_SHARE,
     FP8_EXPERT_MATH_SPEEDUP,
     PREFILL_MFU,
     STEP_OVERHEAD_S,
     decode_step_s,
     prefill_compute_s,
+    prompt_lengths,
     ttft_s,
 )
 
@@ -125,6 +127,41 @@ class TestPrefillMemory:
         assert prefill_s(qwen, machine, qwen.parallelism, 1) < 0.5 * whole_model
         # a 2,048-token chunk touches every expert: the whole model streams
         assert prefill_s(qwen, machine, qwen.parallelism, 2048) > whole_model
+
+
+class TestPromptSpread:
+    """A chat workload's mean time to first token is the mean over its prompts, spread
+    exponentially around the workload's mean, not the time of the mean prompt."""
+
+    def test_slices_of_the_exponential_keep_the_mean(self) -> None:
+        # Two halves of Exp(mean 1): below ln 2 the mean is 2(1 - (1 + ln 2)/2) = 0.3069, above
+        # it 2(1 + ln 2)/2 = 1.6931.
+        assert prompt_lengths(1000, 2) == [307, 1693]
+        lengths = prompt_lengths(229)
+        assert lengths == [15, 48, 86, 132, 190, 268, 388, 705]
+        assert sum(lengths) / len(lengths) == 229
+
+    def test_short_prompts_of_a_moe_read_fewer_experts(self) -> None:
+        # gpt-oss-120b on one H100: a t-token prompt touches 1 - (1 - 4/128)^t of the experts,
+        # 0.99930 of them at the mean 229 but 0.88476 on average over the eight lengths above
+        # (15 tokens touch 38%); every one of those prefills is bound by the expert read.
+        oss = spec(architecture="gpt-oss-120b", accelerator="h100-80gb",
+                   workload={"input_tokens": 229, "output_tokens": 217})  # fmt: skip
+        machine = choose_machine(oss, 1)
+        layout = oss.parallelism
+        _, experts = weight_bytes(oss)
+        full_read_s = experts / (H100.hbm_bandwidth_bytes_per_s * EXPERT_HBM_EFFICIENCY)
+        saved = ttft_s(oss, machine, layout, spread=False) - ttft_s(oss, machine, layout)
+        assert saved == pytest.approx((0.99930 - 0.88476) * full_read_s, rel=1e-3)
+
+    def test_long_prompts_of_a_dense_model_cost_more_than_short_ones_save(self) -> None:
+        # Qwen3-8B on one H100 prefills a 233-token prompt bound by its math, a 15-token one by
+        # its weight read: the long prompts' math outweighs what the short ones cannot save.
+        qwen = spec(architecture="qwen3-8b", accelerator="h100-80gb",
+                    workload={"input_tokens": 233, "output_tokens": 221})  # fmt: skip
+        machine = choose_machine(qwen, 1)
+        layout = qwen.parallelism
+        assert ttft_s(qwen, machine, layout) > ttft_s(qwen, machine, layout, spread=False)
 
 
 class TestAsyncScheduling:
