@@ -206,8 +206,9 @@ def _start_ray(ray: Any, metrics_port: int, cpus: int, ray_dir: Path) -> None:
     except Exception as exc:  # Ray says why in its own words; its logs say more
         raise LocalServeError(
             f"the local Ray did not start: {exc} — its logs are in "
-            f"{ray_dir / 'session_latest' / 'logs'} (dashboard_agent.log names a port it could "
-            f"not bind; this run gave Ray's metrics agent port {metrics_port})"
+            f"{ray_dir / 'session_latest' / 'logs'}; where dashboard_agent.log says 'Address "
+            f"already in use', another process had taken port {metrics_port}, the one this run "
+            "gave Ray's metrics agent: start the run again"
         ) from None
 
 
