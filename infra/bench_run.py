@@ -101,8 +101,11 @@ def run(
     runs = sum(len(v.workloads) for v in variants)
     spec_of = {v.name: spec for v in variants}
     ideal: dict[str, float] = {}  # workload -> ideal placement's hit rate
+    tokens = None  # the tiny model's chat tokens, where routers are compared on the real engine
     if options.engine == "vllm":
-        spec_of, ideal = _vllm_router_caches(spec, variants, workloads, options.cache_prompts)
+        spec_of, ideal, tokens = _vllm_router_caches(
+            spec, variants, workloads, options.cache_prompts
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     reports: list[Any] = []
     with progress.bench_progress(shown_on, runs, quiet=quiet) as shown:
@@ -111,7 +114,7 @@ def run(
                 if spec_of[variant.name] is not spec:  # the real engine's router runs
                     reports += prefix_bench.run_routers(
                         spec_of[variant.name], variant, workloads, options.replicas,
-                        out_dir / "logs", progress=shown,
+                        out_dir / "logs", progress=shown, tokens=tokens,
                     )  # fmt: skip
                     continue
                 reports += bench.run_variant(
@@ -161,10 +164,10 @@ def load_document(path: Path) -> tuple[dict[str, Any], list[bench_stats.Workload
 
 def _vllm_router_caches(
     spec: Any, variants: list[Any], workloads: Any, cache_prompts: float
-) -> tuple[dict[str, Any], dict[str, float]]:
+) -> tuple[dict[str, Any], dict[str, float], Any]:
     """With the real engine, the variants that compare routers (shared-prompt workloads only)
-    get prefix caches of `cache_prompts` prompts (`num_gpu_blocks_override`); and the hit rate
-    of ideal placement on each such workload, by workload name."""
+    get prefix caches of `cache_prompts` prompts (`num_gpu_blocks_override`); the hit rate of
+    ideal placement on each such workload, by workload name; and the tiny model's tokens."""
     from serving.local import prefix_bench
     from serving.local.app import tiny_family
     from serving.local.tiny_models import tiny_model
@@ -172,7 +175,7 @@ def _vllm_router_caches(
     shared = [workloads[w] for w in SHARED_PREFIX_WORKLOADS if w in workloads]
     spec_of = {v.name: spec for v in variants}
     if not shared or not cache_prompts:
-        return spec_of, {}
+        return spec_of, {}, None
     tokens = prefix_bench.chat_tokens(str(tiny_model(tiny_family(spec))))
     blocks = max(prefix_bench.cache_blocks(w, spec.name, tokens, cache_prompts) for w in shared)
     # vLLM refuses a KV cache that cannot hold one max_model_len sequence: the capped runs
@@ -187,4 +190,4 @@ def _vllm_router_caches(
         if set(variant.workloads) <= set(SHARED_PREFIX_WORKLOADS):
             spec_of[variant.name] = capped
     ideal = {w.name: prefix_bench.ideal_hit_rate(w, spec.name, tokens) for w in shared}
-    return spec_of, ideal
+    return spec_of, ideal, tokens

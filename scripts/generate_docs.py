@@ -269,11 +269,17 @@ def precise_bench_console() -> str:
 
 
 def precise_bench_ratios() -> str:
+    from serving.local.prefix_bench import LOST, NEW_HOME
+
     rows = (
         ("ideal placement's hit rate (each prompt missed once)",
          "{w}: ideal placement cache hit rate"),
         ("precise router's hit rate (vLLM)", "{w}: precise router cache hit rate (vLLM)"),
         ("precise router's hit rate/ideal (goal ≥ 0.95)", "{w}: precise router hit rate/ideal"),
+        ("… short of ideal: a prompt's first request on a replica (a new home)",
+         f"{{w}}: precise router hit rate short of ideal, {NEW_HOME}"),
+        ("… short of ideal: a replica had served the prompt before (evicted)",
+         f"{{w}}: precise router hit rate short of ideal, {LOST}"),
         ("sent-history router's hit rate (vLLM)",
          "{w}: servestack router cache hit rate (vLLM)"),
         ("power of two's hit rate (vLLM)", "{w}: power of two cache hit rate (vLLM)"),

@@ -121,7 +121,9 @@ def variant_spec(spec: ModelSpec, variant: Variant, replicas: int) -> ModelSpec:
 # --- requests -------------------------------------------------------------------------------
 
 
-async def _one(client: httpx.AsyncClient, endpoint: str, body: dict[str, Any]) -> RequestResult:
+async def _one(
+    client: httpx.AsyncClient, endpoint: str, body: dict[str, Any], index: int
+) -> RequestResult:
     start = time.perf_counter()
     ttft, last, gaps, tokens = None, start, [], 0
     usage: dict[str, Any] = {}
@@ -132,7 +134,7 @@ async def _one(client: httpx.AsyncClient, endpoint: str, body: dict[str, Any]) -
                 text = (await response.aread()).decode(errors="replace")[:300]
                 return RequestResult(
                     ok=False, error=f"HTTP {response.status_code}: {text}",
-                    start_s=start, end_s=time.perf_counter(),
+                    start_s=start, end_s=time.perf_counter(), index=index,
                 )  # fmt: skip
             # servestack's reporting server names its replica (vLLM's fingerprint does not)
             named = response.headers.get(REPLICA_HEADER)
@@ -153,8 +155,9 @@ async def _one(client: httpx.AsyncClient, endpoint: str, body: dict[str, Any]) -
                         last, tokens = now, tokens + 1
     except (httpx.HTTPError, ValueError) as exc:
         return RequestResult(
-            ok=False, error=f"{type(exc).__name__}: {exc}", start_s=start, end_s=time.perf_counter()
-        )
+            ok=False, error=f"{type(exc).__name__}: {exc}",
+            start_s=start, end_s=time.perf_counter(), index=index,
+        )  # fmt: skip
     details = usage.get("prompt_tokens_details") or {}
     return RequestResult(
         ok=True,
@@ -166,6 +169,7 @@ async def _one(client: httpx.AsyncClient, endpoint: str, body: dict[str, Any]) -
         prompt_tokens=int(usage.get("prompt_tokens", 0)),
         cached_tokens=int(details.get("cached_tokens") or 0),
         replica=replica,
+        index=index,
     )
 
 
@@ -177,9 +181,9 @@ async def run_load(
     timeout_s: float = 600.0,
 ) -> tuple[list[RequestResult], float]:
     """Send the requests with at most `concurrency` in flight; returns results and wall time."""
-    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    for body in requests:
-        queue.put_nowait(body)
+    queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
+    for index, body in enumerate(requests):
+        queue.put_nowait((index, body))
     results: list[RequestResult] = []
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as client:
@@ -187,10 +191,10 @@ async def run_load(
         async def worker() -> None:
             while True:
                 try:
-                    body = queue.get_nowait()
+                    index, body = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                results.append(await _one(client, endpoint, body))
+                results.append(await _one(client, endpoint, body, index))
                 if on_done is not None:
                     on_done()
 

@@ -25,6 +25,7 @@ class RequestResult(Frozen):
     prompt_tokens: int = 0
     cached_tokens: int = 0
     replica: str | None = None
+    index: int | None = Field(default=None, description="The request's place in the workload.")
 
 
 class Percentiles(Frozen):
@@ -59,6 +60,11 @@ class WorkloadReport(Frozen):
         "replica got none."
     )
     errors: list[str] = Field(default_factory=list, description="First few distinct errors.")
+    lost_hits: dict[str, float] | None = Field(
+        default=None,
+        description="Prompt tokens ideal placement serves from the cache and this run did not, "
+        "over all prompt tokens, by why (the real engine's router runs).",
+    )
 
 
 def _percentiles(values: Sequence[float]) -> Percentiles:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from serving.local.bench import WARMUP_REQUESTS, Variant, run_load, running_variant, variant_spec
-from serving.local.bench_stats import WorkloadReport, summarize
+from serving.local.bench_stats import RequestResult, WorkloadReport, summarize
 from serving.local.progress import QUIET, RunProgress
 from serving.local.workloads import SHARED_PREFIX_WORKLOADS, Workload, WorkloadName, build_requests
 from serving.spec import ModelSpec
@@ -68,6 +68,30 @@ def cache_blocks(
     return int(prompts * longest) // block_tokens + 1
 
 
+def ideal_cached(
+    workload: Workload,
+    model: str,
+    tokens: Callable[[dict[str, Any]], list[int]],
+    block_tokens: int = BLOCK_TOKENS,
+) -> list[tuple[int, int]]:
+    """(prompt tokens, tokens ideal placement serves from the cache) of each request, in order:
+    each system prompt misses once, then every request carrying it hits its whole blocks."""
+    seen: dict[str, list[int]] = {}
+    found = []
+    for body in build_requests(workload, model):
+        ids = tokens(body)
+        system = body["messages"][0]["content"] if len(body["messages"]) > 1 else ""
+        first = seen.setdefault(system, ids)
+        common = 0
+        if first is not ids:
+            common = next(
+                (i for i, (a, b) in enumerate(zip(first, ids, strict=False)) if a != b),
+                min(len(first), len(ids)),
+            )
+        found.append((len(ids), common // block_tokens * block_tokens))
+    return found
+
+
 def ideal_hit_rate(
     workload: Workload,
     model: str,
@@ -75,21 +99,40 @@ def ideal_hit_rate(
     block_tokens: int = BLOCK_TOKENS,
 ) -> float:
     """Cached over prompt tokens if each system prompt missed once and hit ever after."""
-    seen: dict[str, list[int]] = {}
-    cached = total = 0
-    for body in build_requests(workload, model):
-        ids = tokens(body)
-        total += len(ids)
-        system = body["messages"][0]["content"] if len(body["messages"]) > 1 else ""
-        first = seen.setdefault(system, ids)
-        if first is ids:
+    found = ideal_cached(workload, model, tokens, block_tokens)
+    total = sum(prompt for prompt, _ in found)
+    return sum(cached for _, cached in found) / total if total else 0.0
+
+
+# Why a request served less from the cache than ideal placement would have.
+NEW_HOME = "first on its replica"  # its prompt's first request there: the load bound's price
+LOST = "lost by its replica"  # its replica had served the prompt: evicted, or never cached
+
+
+def lost_hits(
+    workload: Workload,
+    model: str,
+    tokens: Callable[[dict[str, Any]], list[int]],
+    results: Sequence[RequestResult],
+    block_tokens: int = BLOCK_TOKENS,
+) -> dict[str, float]:
+    """The share of the workload's prompt tokens that ideal placement serves from the cache and
+    the run did not, by why (`NEW_HOME`, `LOST`), in the order the requests started. Together
+    they are the run's gap to ideal placement's hit rate, less what it hit beyond ideal."""
+    bodies = build_requests(workload, model)
+    ideal = ideal_cached(workload, model, tokens, block_tokens)
+    total = sum(prompt for prompt, _ in ideal)
+    lost = dict.fromkeys((NEW_HOME, LOST), 0)
+    homes: set[tuple[str, str | None]] = set()
+    for result in sorted(results, key=lambda r: r.start_s):
+        if not result.ok or result.index is None:
             continue
-        common = next(
-            (i for i, (a, b) in enumerate(zip(first, ids, strict=False)) if a != b),
-            min(len(first), len(ids)),
-        )
-        cached += common // block_tokens * block_tokens
-    return cached / total if total else 0.0
+        messages = bodies[result.index]["messages"]
+        home = (messages[0]["content"] if len(messages) > 1 else "", result.replica)
+        short = max(0, ideal[result.index][1] - result.cached_tokens)
+        lost[LOST if home in homes else NEW_HOME] += short
+        homes.add(home)
+    return {why: tokens_lost / total for why, tokens_lost in lost.items()} if total else {}
 
 
 def router_ratios(
@@ -148,6 +191,8 @@ def ideal_ratios(
         precise = by.get((PRECISE, workload))
         if precise is not None and rate:
             found[f"{workload}: precise router hit rate/ideal"] = precise.cache_hit_rate / rate
+        for why, share in ((precise.lost_hits or {}) if precise is not None else {}).items():
+            found[f"{workload}: precise router hit rate short of ideal, {why}"] = share
         fit, base = uncached_fit(reports, workload), by.get((power_two, workload))
         if fit is not None and base is not None and fit.duration_s(rate) > 0:
             found[f"{workload}: ideal placement/power of two, requests/s (fitted)"] = (
@@ -163,10 +208,13 @@ def run_routers(
     replicas: int,
     log_dir: Path,
     progress: RunProgress = QUIET,
+    tokens: Callable[[dict[str, Any]], list[int]] | None = None,
 ) -> list[WorkloadReport]:
     """The variant's shared-prompt workloads one after the other on one start of the real
     engine (each start takes minutes on two cores). Every router meets the same sequence, the
-    second workload on caches full of the first one's prompts, which it has to evict."""
+    second workload on caches full of the first one's prompts, which it has to evict. With the
+    engine's `tokens`, the precise router's reports say why it missed ideal placement's hits
+    (the other routers' replicas are not named, so where a prompt lived is not known)."""
     replicas = variant.replicas or replicas
     log_path = log_dir / f"{variant.name.replace('/', '_')}.log"
     reports = []
@@ -194,7 +242,11 @@ def run_routers(
                     progress.request_done,
                 )
             )
-            reports.append(summarize(variant.name, name, results, duration, replicas))
+            report = summarize(variant.name, name, results, duration, replicas)
+            if tokens is not None and variant.name == PRECISE:
+                lost = lost_hits(workload, spec.name, tokens, results)
+                report = report.model_copy(update={"lost_hits": lost})
+            reports.append(report)
         progress.stopping()
     progress.stopped()
     return reports

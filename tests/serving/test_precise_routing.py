@@ -241,6 +241,50 @@ def test_ideal_placement_misses_each_system_prompt_once() -> None:
     assert prefix_bench.cache_blocks(workload, "m", words, 2, BLOCK) * BLOCK >= 2 * 170
 
 
+def test_hits_short_of_ideal_are_told_apart_by_whether_the_replica_had_the_prompt() -> None:
+    """The bench says why a run fell short of ideal placement: a prompt's first request on a
+    replica that never served it (a new home, the load bound's price) or a miss on a replica
+    that had (its engine evicted the prompt). Requests are taken in the order they started."""
+    from serving.local import prefix_bench
+    from serving.local.bench_stats import RequestResult
+    from serving.local.workloads import build_requests
+
+    workload = Workload(
+        name="multi-prompt", input_tokens=170, output_tokens=1, requests=12, concurrency=1,
+        shared_prefixes=2, prefix_tokens=160,
+    )  # fmt: skip
+
+    def words(body: dict[str, Any]) -> list[int]:
+        return [hash(w) for w in tokenize(chat_prompt(body["messages"]))]
+
+    bodies = build_requests(workload, "m")
+    ideal = prefix_bench.ideal_cached(workload, "m", words, BLOCK)
+    first: dict[str, int] = {}
+    for index, body in enumerate(bodies):
+        first.setdefault(body["messages"][0]["content"], index)
+    prompt_a = bodies[0]["messages"][0]["content"]
+    repeats = [i for i, b in enumerate(bodies) if b["messages"][0]["content"] == prompt_a][1:]
+    new_home, lost = repeats[0], repeats[1]
+    results = []
+    for index in reversed(range(len(bodies))):  # finished in any order; started in order
+        # prompt A's first repeat goes to a second replica, cold; its next one back home, where
+        # the engine has evicted the prompt's tail; every other request hits as ideal would
+        replica = "r2" if index == new_home else "r1"
+        cached = {new_home: 0, lost: BLOCK}.get(index, ideal[index][1])
+        result = RequestResult(
+            ok=True, start_s=float(index), end_s=100.0 - index, replica=replica,
+            prompt_tokens=ideal[index][0], cached_tokens=cached, index=index,
+        )  # fmt: skip
+        results.append(result)
+    total = sum(prompt for prompt, _ in ideal)
+    shares = prefix_bench.lost_hits(workload, "m", words, results, BLOCK)
+    assert shares[prefix_bench.NEW_HOME] == ideal[new_home][1] / total > 0
+    assert shares[prefix_bench.LOST] == (ideal[lost][1] - BLOCK) / total > 0
+    hit = sum(r.cached_tokens for r in results) / total
+    ideal_rate = prefix_bench.ideal_hit_rate(workload, "m", words, BLOCK)
+    assert hit == pytest.approx(ideal_rate - sum(shares.values()))
+
+
 def test_the_replica_reads_each_prompt_and_hands_the_request_on_untouched() -> None:
     """Direct streaming's app (vLLM's has built its middleware stack before the server sees
     it): the recorder gets the body, the route gets the same body, the response names the
