@@ -117,21 +117,37 @@ def lost_hits(
     block_tokens: int = BLOCK_TOKENS,
 ) -> dict[str, float]:
     """The share of the workload's prompt tokens that ideal placement serves from the cache and
-    the run did not, by why (`NEW_HOME`, `LOST`), in the order the requests started. Together
-    they are the run's gap to ideal placement's hit rate, less what it hit beyond ideal."""
+    the run did not, by why (`NEW_HOME`, `LOST`), the requests taken in the order they started.
+    Requests of one prompt that start together reach the engine in either order, so the one
+    ideal placement calls first may hit while the next misses: what a prompt's requests hit
+    beyond ideal is taken off its own shortfall (lost first). The classes then add up to the
+    run's gap to ideal placement's hit rate."""
     bodies = build_requests(workload, model)
     ideal = ideal_cached(workload, model, tokens, block_tokens)
     total = sum(prompt for prompt, _ in ideal)
-    lost = dict.fromkeys((NEW_HOME, LOST), 0)
+    short: dict[str, dict[str, int]] = {}  # prompt -> why -> tokens
+    beyond: dict[str, int] = {}  # prompt -> tokens hit beyond ideal
     homes: set[tuple[str, str | None]] = set()
     for result in sorted(results, key=lambda r: r.start_s):
         if not result.ok or result.index is None:
             continue
         messages = bodies[result.index]["messages"]
-        home = (messages[0]["content"] if len(messages) > 1 else "", result.replica)
-        short = max(0, ideal[result.index][1] - result.cached_tokens)
-        lost[LOST if home in homes else NEW_HOME] += short
-        homes.add(home)
+        prompt = messages[0]["content"] if len(messages) > 1 else ""
+        gap = ideal[result.index][1] - result.cached_tokens
+        why = LOST if (prompt, result.replica) in homes else NEW_HOME
+        homes.add((prompt, result.replica))
+        mine = short.setdefault(prompt, dict.fromkeys((LOST, NEW_HOME), 0))
+        if gap > 0:
+            mine[why] += gap
+        else:
+            beyond[prompt] = beyond.get(prompt, 0) - gap
+    lost = dict.fromkeys((NEW_HOME, LOST), 0)
+    for prompt, mine in short.items():
+        extra = beyond.get(prompt, 0)
+        for why in (LOST, NEW_HOME):
+            taken = min(extra, mine[why])
+            lost[why] += mine[why] - taken
+            extra -= taken
     return {why: tokens_lost / total for why, tokens_lost in lost.items()} if total else {}
 
 
