@@ -17,7 +17,8 @@
 
 A lost ZMQ message (a gap in the publisher's sequence numbers) is counted; blocks stored under
 a parent the ledger never saw cannot be named and are left out (at worst a missed hit, never a
-false one); the next cache reset starts the ledger clean.
+false one); the next cache reset starts the ledger clean, if the engine made it (vLLM refuses
+one while requests hold blocks).
 """
 
 from __future__ import annotations
@@ -240,10 +241,21 @@ class CacheReportingServer(LLMServer):
         return await super().completions(request, *args, **kwargs)
 
     async def reset_prefix_cache(self) -> None:
-        await super().reset_prefix_cache()
-        # vLLM says so by an event too; the simulation's cache calls the ledger itself. Either
-        # way the next report is clean, even if the event is lost.
-        self._ledger.cleared()
+        """Reset the engine's prefix cache; the ledger clears only if the engine did. vLLM
+        refuses while requests hold blocks and answers whether it reset, which Ray's server
+        drops (ray/llm/_internal/serve/engines/vllm/vllm_engine.py); its event saying so is
+        published only after its next step (vllm/v1/core/sched/scheduler.py,
+        update_from_output), so an idle engine would leave the report stale until a request
+        came. Cleared on a refusal instead, the ledger could never name the prompts still
+        cached, whose blocks vLLM does not store again."""
+        engine_client = getattr(self.engine, "_engine_client", None)
+        if engine_client is None:  # the simulated engine's cache tells the ledger itself
+            await super().reset_prefix_cache()
+            return
+        if await engine_client.reset_prefix_cache():
+            self._ledger.cleared()
+        else:
+            logger.warning("the engine refused to reset its prefix cache: requests hold blocks")
 
     # --- the report ------------------------------------------------------------------------
 

@@ -245,8 +245,14 @@ class Served:
         return report
 
     def reset(self, replica: str) -> None:
+        """Reset the replica's prefix cache (the engine holds no request's blocks) and wait
+        for its report to say so."""
         call(self.actors[replica], _reset)
         self.earlier[replica] = []
+        deadline = time.monotonic() + 10.0
+        while (report := self.report(replica))["held"] or report["blocks"]:
+            assert time.monotonic() < deadline, "the engine never told the replica of the reset"
+            time.sleep(0.1)
 
     def assert_holds(self, replica: str, request: dict[str, Any]) -> None:
         """The report lists every chunk of the prompt, on the engine's word: the blocks it
@@ -254,6 +260,36 @@ class Served:
         report = self.report(replica)
         assert prompt_chunks(request) <= set(report["held"])
         assert report["blocks"] >= len(self.tokens(request)) // self.block
+
+
+def while_streaming(endpoint: str, request: dict[str, Any], act: Callable[[], Any]) -> int:
+    """Send the request and `act` once its first token has arrived, while the engine still
+    holds its blocks (checked: the request is still streaming when `act` returns); the tokens
+    it generated in all, as its usage counts them."""
+    import json
+    import threading
+
+    import httpx
+
+    streaming, usage = threading.Event(), {}
+
+    def send() -> None:
+        url = f"{endpoint}/v1/chat/completions"
+        with httpx.stream("POST", url, json=request, timeout=CALL_TIMEOUT_S) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: {"):
+                    chunk = json.loads(line[6:])
+                    usage.update(chunk.get("usage") or {})
+                    if any(c.get("delta", {}).get("content") for c in chunk["choices"]):
+                        streaming.set()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    assert streaming.wait(CALL_TIMEOUT_S), "the request never streamed"
+    act()
+    assert sender.is_alive(), "the request ended before the act: make it longer"
+    sender.join(CALL_TIMEOUT_S)
+    return int(usage.get("completion_tokens", 0))
 
 
 def travel_by_value() -> None:
@@ -351,9 +387,15 @@ def test_one_vllm_replica_reports_what_its_engine_caches() -> None:
         )
         assert results[0].ok and results[0].cached_tokens < hits[0].cached_tokens
 
+        # vLLM refuses a reset while a request holds blocks: what it caches stays reported.
+        long = body(SYSTEM, "running", spec.name) | {"max_tokens": 600, "ignore_eos": True}
+        streamed = while_streaming(
+            running.endpoint, long, lambda: call(run.actors[replica], _reset)
+        )
+        assert streamed == 600
+        run.assert_holds(replica, long)
+
         run.reset(replica)
-        report = run.report(replica)
-        assert report["held"] == [] and report["blocks"] == 0
         (result,) = run.send([body(SYSTEM, "after the reset", spec.name)])
         assert result.cached_tokens == 0
         run.assert_holds(replica, body(SYSTEM, "after the reset", spec.name))
