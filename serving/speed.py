@@ -310,15 +310,19 @@ def ttft_s(
     already scheduled without it), and the step that prefills it, which decodes the running
     sequences too: their tokens pass the same weights as the prompt's, and each costs its
     per-sequence work (scheduling, sampling, detokenizing). Prompts are spread like a chat
-    workload's around the workload's mean (prompt_lengths), or all of its length where `spread`
-    is off (a synthetic benchmark's fixed prompts)."""
+    workload's around the workload's mean (prompt_lengths), none longer than max_model_len
+    leaves room for, or all of its length where `spread` is off (a synthetic benchmark's fixed
+    prompts)."""
     work = spec.workload
     wait = 0.0
     if running:
         context = work.input_tokens + work.output_tokens // 2
         steps = 1.5 if _async_scheduling(spec) else 0.5
         wait = steps * decode_step_s(spec, machine, layout, running, context)
+    # no prompt is longer than the context leaves room for beside its output
+    longest = max(1, spec.max_model_len - work.output_tokens)
     lengths = prompt_lengths(work.input_tokens) if spread else [work.input_tokens]
+    lengths = [min(length, longest) for length in lengths]
     joined_step = statistics.fmean(
         prefill_s(spec, machine, layout, length + running) for length in lengths
     )

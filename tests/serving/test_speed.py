@@ -163,6 +163,16 @@ class TestPromptSpread:
         layout = qwen.parallelism
         assert ttft_s(qwen, machine, layout) > ttft_s(qwen, machine, layout, spread=False)
 
+    def test_no_prompt_is_longer_than_the_context_leaves_room_for(self) -> None:
+        # Qwen3-8B's prompts of 8,000 tokens on average, served at max_model_len 8,192 with 192
+        # out: the longer half of the spread cannot be longer than the mean, so the spread can
+        # only shorten the first token (unbounded, its long prompts would lengthen it, above).
+        qwen = spec(architecture="qwen3-8b", accelerator="h100-80gb", max_model_len=8192,
+                    workload={"input_tokens": 8000, "output_tokens": 192})  # fmt: skip
+        machine = choose_machine(qwen, 1)
+        layout = qwen.parallelism
+        assert ttft_s(qwen, machine, layout) < ttft_s(qwen, machine, layout, spread=False)
+
 
 class TestAsyncScheduling:
     """The Ray V2 executor runs vLLM with async scheduling: the engine prepares step n+1 while
