@@ -56,6 +56,11 @@ class Replica:
         return self.ledger.report(now=now)
 
 
+def words(body: dict[str, Any]) -> list[int]:
+    """The simulated engine's tokens of a chat request, as the bench's yardsticks take them."""
+    return [hash(w) for w in tokenize(chat_prompt(body["messages"]))]
+
+
 def text_of(body: dict[str, Any]) -> str:
     from types import SimpleNamespace
 
@@ -231,9 +236,6 @@ def test_ideal_placement_misses_each_system_prompt_once() -> None:
         shared_prefixes=4, prefix_tokens=160,
     )  # fmt: skip
 
-    def words(body: dict[str, Any]) -> list[int]:
-        return [hash(w) for w in tokenize(chat_prompt(body["messages"]))]
-
     ideal = prefix_bench.ideal_hit_rate(workload, "m", words, BLOCK)
     # 28 of 32 requests hit their system prompt (160 words and two role tags, block-aligned to
     # 160) of a 173-token prompt; a placement that missed each prompt twice would give 24/32.
@@ -254,9 +256,6 @@ def test_hits_short_of_ideal_are_told_apart_by_whether_the_replica_had_the_promp
         name="multi-prompt", input_tokens=170, output_tokens=1, requests=12, concurrency=1,
         shared_prefixes=2, prefix_tokens=160,
     )  # fmt: skip
-
-    def words(body: dict[str, Any]) -> list[int]:
-        return [hash(w) for w in tokenize(chat_prompt(body["messages"]))]
 
     bodies = build_requests(workload, "m")
     ideal = prefix_bench.ideal_cached(workload, "m", words, BLOCK)
