@@ -277,8 +277,11 @@ class TestEstimatesAndCost:
         assert fp8.ttft_s < bf16.ttft_s
 
     def test_longer_prompts_take_longer_to_first_token(self) -> None:
-        short = plan(spec(workload={"input_tokens": 500, "output_tokens": 100}))
-        long = plan(spec(workload={"input_tokens": 6000, "output_tokens": 100}))
+        # a context with room for the spread of both workloads' prompts: the comparison is of
+        # prompt lengths, not of how many of them the context cuts short
+        room = {"max_model_len": 32768}
+        short = plan(spec(workload={"input_tokens": 500, "output_tokens": 100}, **room))
+        long = plan(spec(workload={"input_tokens": 6000, "output_tokens": 100}, **room))
         assert long.ttft_s > 5 * short.ttft_s
 
     def test_itl_target_caps_the_decode_batch(self) -> None:
