@@ -68,14 +68,22 @@ def cache_blocks(
     return int(prompts * longest) // block_tokens + 1
 
 
+class IdealRequest(NamedTuple):
+    """One request under ideal placement."""
+
+    prompt_tokens: int
+    cached_tokens: int  # what ideal placement serves from the cache
+    system: str  # its system prompt ("" without one): what it shares with other requests
+
+
 def ideal_cached(
     workload: Workload,
     model: str,
     tokens: Callable[[dict[str, Any]], list[int]],
     block_tokens: int = BLOCK_TOKENS,
-) -> list[tuple[int, int]]:
-    """(prompt tokens, tokens ideal placement serves from the cache) of each request, in order:
-    each system prompt misses once, then every request carrying it hits its whole blocks."""
+) -> list[IdealRequest]:
+    """Each request under ideal placement, in order: each system prompt misses once, then every
+    request carrying it hits its whole blocks."""
     seen: dict[str, list[int]] = {}
     found = []
     for body in build_requests(workload, model):
@@ -88,7 +96,7 @@ def ideal_cached(
                 (i for i, (a, b) in enumerate(zip(first, ids, strict=False)) if a != b),
                 min(len(first), len(ids)),
             )
-        found.append((len(ids), common // block_tokens * block_tokens))
+        found.append(IdealRequest(len(ids), common // block_tokens * block_tokens, system))
     return found
 
 
@@ -100,8 +108,8 @@ def ideal_hit_rate(
 ) -> float:
     """Cached over prompt tokens if each system prompt missed once and hit ever after."""
     found = ideal_cached(workload, model, tokens, block_tokens)
-    total = sum(prompt for prompt, _ in found)
-    return sum(cached for _, cached in found) / total if total else 0.0
+    total = sum(r.prompt_tokens for r in found)
+    return sum(r.cached_tokens for r in found) / total if total else 0.0
 
 
 # Why a request served less from the cache than ideal placement would have.
@@ -122,18 +130,16 @@ def lost_hits(
     ideal placement calls first may hit while the next misses: what a prompt's requests hit
     beyond ideal is taken off its own shortfall (lost first). The classes then add up to the
     run's gap to ideal placement's hit rate."""
-    bodies = build_requests(workload, model)
     ideal = ideal_cached(workload, model, tokens, block_tokens)
-    total = sum(prompt for prompt, _ in ideal)
+    total = sum(r.prompt_tokens for r in ideal)
     short: dict[str, dict[str, int]] = {}  # prompt -> why -> tokens
     beyond: dict[str, int] = {}  # prompt -> tokens hit beyond ideal
     homes: set[tuple[str, str | None]] = set()
     for result in sorted(results, key=lambda r: r.start_s):
         if not result.ok or result.index is None:
             continue
-        messages = bodies[result.index]["messages"]
-        prompt = messages[0]["content"] if len(messages) > 1 else ""
-        gap = ideal[result.index][1] - result.cached_tokens
+        prompt = ideal[result.index].system
+        gap = ideal[result.index].cached_tokens - result.cached_tokens
         why = LOST if (prompt, result.replica) in homes else NEW_HOME
         homes.add((prompt, result.replica))
         mine = short.setdefault(prompt, dict.fromkeys((LOST, NEW_HOME), 0))

@@ -282,7 +282,7 @@ def test_hits_short_of_ideal_are_told_apart_by_whether_the_replica_had_the_promp
             prompt_tokens=ideal[index][0], cached_tokens=cached, index=index,
         )  # fmt: skip
         results.append(result)
-    total = sum(prompt for prompt, _ in ideal)
+    total = sum(r.prompt_tokens for r in ideal)
     shares = prefix_bench.lost_hits(workload, "m", words, results, BLOCK)
     assert shares[prefix_bench.NEW_HOME] == ideal[new_home][1] / total > 0
     assert shares[prefix_bench.LOST] == (ideal[lost][1] - BLOCK) / total > 0
