@@ -2,7 +2,7 @@
 
 `pulumi up` runs this file. Everything is planned and checked (`plan_platform`) before the first
 resource is registered; bad config ends the run with one message naming the file, key and fix.
-`infra.program.build` composes the resources.
+`infra.deploy.program.build` composes the resources.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pulumi
 
-from infra.config import load_pulumi_secrets, load_pulumi_stack, project_root
-from infra.platform import plan_platform
-from infra.program import build
+from infra.deploy.program import build
+from infra.platform.config import load_pulumi_secrets, load_pulumi_stack, project_root
+from infra.platform.plan import plan_platform
 from serving.errors import ServestackError
 
 

@@ -18,7 +18,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies.resources import UnreadableError
+from policies.views import UnreadableError
 
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY

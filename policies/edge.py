@@ -18,13 +18,13 @@ from typing import Any
 from pulumi_policy import Severity
 
 from policies.common import stack_policy
-from policies.edge_controller import (
+from policies.views import INGRESS
+from serving.catalog.edge_controller import (
     CONFIGMAP_KEYS,
     CONTROLLER_ARGUMENTS,
     CONTROLLER_VERSION,
     INGRESS_ANNOTATIONS,
 )
-from policies.resources import INGRESS
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
@@ -217,7 +217,7 @@ EDGE_POLICIES = [
         "against it and strips it.",
         f"Create the edge with servestack's EdgeIngress ({PATTERN_FILES_FLAG}=<ns>/<configmap>) "
         "and routes with LlmService; pass only arguments and annotations in "
-        "policies/edge_controller.py.",
+        "serving/catalog/edge_controller.py.",
         _gate,
         severity=Severity.CRITICAL,
     ),

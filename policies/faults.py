@@ -15,10 +15,10 @@ import yaml
 from pulumi_policy import Severity
 
 from policies.common import stack_policy
-from policies.resources import INGRESS, NODE_POOL, RAYSERVICE
-from policies.resources import node_pool_machine as pool_machine
-from serving.compiler import llm_configs_of
-from serving.scheduling import (
+from policies.views import INGRESS, NODE_POOL, RAYSERVICE
+from policies.views import node_pool_machine as pool_machine
+from serving.compile.compiler import llm_configs_of
+from serving.compile.scheduling import (
     MACHINE_TYPE_LABEL,
     NODE_SURGE,
     POOL_LABEL,
@@ -348,7 +348,7 @@ FAULT_POLICIES = [
         "stack-rayservice-disruption-budgets",
         "Heads have a PodDisruptionBudget (or safe-to-evict 'false'); every GPU worker group "
         "with a minimum has a budget keeping that many pods.",
-        "Register the budgets servestack's LlmService makes (infra/disruption.py).",
+        "Register the budgets servestack's LlmService makes (infra/kube/disruption.py).",
         _disruption_budgets,
     ),
     stack_policy(

@@ -1,6 +1,7 @@
 """Kubernetes objects as the API server will store them: within its size limits, and carrying no
 credential by value in a RayService's Serve config or its profile annotation. Both checks are
-serving's own (`serving.limits`, `serving.secrets`), the ones `pulumi up` and `servestack render`
+serving's own (`serving.spec.limits`, `serving.spec.secrets`), the ones `pulumi up` and `servestack
+render`
 apply before anything is registered or written."""
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any
 import yaml
 
 from policies.common import resource_policy
-from policies.resources import UnreadableError, rayservice
-from serving.compiler import PROFILE_ANNOTATION
-from serving.limits import size_problems
-from serving.secrets import credential_in, find_credentials
+from policies.views import UnreadableError, rayservice
+from serving.compile.compiler import PROFILE_ANNOTATION
+from serving.spec.limits import size_problems
+from serving.spec.secrets import credential_in, find_credentials
 
 KUBERNETES_PREFIX = "kubernetes:"
 

@@ -12,16 +12,16 @@ from pulumi_policy import Severity
 
 from policies.common import resource_policy, stack_policy
 from policies.edge import SNIPPET, snippet_gate_faults
-from policies.resources import CLUSTER, INGRESS, NODE_POOL, RAYSERVICE, RayServiceView
-from policies.resources import node_pool_machine as pool_machine
-from serving.exposure import (
+from policies.views import CLUSTER, INGRESS, NODE_POOL, RAYSERVICE, RayServiceView
+from policies.views import node_pool_machine as pool_machine
+from serving.compile.scheduling import GPU_TAINT_EFFECT, GPU_TAINT_KEY
+from serving.spec.exposure import (
     PUBLIC_CONTROL_PLANE_ALLOWED,
     PUBLIC_CONTROL_PLANE_LABEL,
     SMALLEST_AUTHORIZED_PREFIX,
     too_wide,
 )
-from serving.scheduling import GPU_TAINT_EFFECT, GPU_TAINT_KEY
-from serving.secrets import credential_in, looks_secret
+from serving.spec.secrets import credential_in, looks_secret
 
 
 def _private_nodes(

@@ -9,7 +9,7 @@ from typing import Any
 from pulumi_policy import Severity
 
 from policies.common import resource_policy, stack_policy
-from policies.resources import RAYSERVICE, UnreadableError
+from policies.views import RAYSERVICE, UnreadableError
 
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 # Ray's ports that run a cluster: a job submitted to the dashboard or a client on 10001 runs
@@ -177,7 +177,7 @@ RAY_SECURITY_POLICIES = [
         "platform-rayservice-pod-security",
         "Every Ray container runs non-root, without privilege escalation or capabilities, "
         "under a seccomp profile.",
-        "Keep servestack's securityContexts (infra/ray_security.py) on the head and workers.",
+        "Keep servestack's securityContexts (infra/kube/ray_security.py) on the head and workers.",
         _pod_security,
     ),
     resource_policy(
@@ -192,7 +192,7 @@ RAY_SECURITY_POLICIES = [
         "The serving namespace denies by default and no pod outside a Ray cluster reaches its "
         "GCS, dashboard or client port.",
         "Keep servestack's NetworkPolicies: default-deny plus one per model "
-        "(infra/ray_security.py).",
+        "(infra/kube/ray_security.py).",
         _network_policies,
         severity=Severity.CRITICAL,
     ),

@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 from pulumi_policy import Severity
 
 from policies.common import ADVISORY, resource_policy
-from policies.resources import (
+from policies.views import (
     RayServiceView,
     UnreadableError,
     deployments_of,
@@ -18,13 +18,18 @@ from policies.resources import (
     rayservice,
 )
 from serving.catalog import FP8_ACCELERATORS
-from serving.fast_paths import (
+from serving.catalog.fast_paths import (
     DIRECT_STREAMING_VARIABLE,
     FAST_PATH_VARIABLES,
     FORWARD_BODY_VARIABLE,
 )
-from serving.ray_release import DEFAULT_RAY_IMAGE, RAY_FLOOR, RAY_FLOOR_REASON, image_ray_version
-from serving.routers import BODY_AWARE_ROUTERS, ROUTER_CLASSES
+from serving.catalog.ray_release import (
+    DEFAULT_RAY_IMAGE,
+    RAY_FLOOR,
+    RAY_FLOOR_REASON,
+    image_ray_version,
+)
+from serving.compile.routers import BODY_AWARE_ROUTERS, ROUTER_CLASSES
 
 BODY_AWARE_CLASSES = {ROUTER_CLASSES[kind] for kind in BODY_AWARE_ROUTERS}
 

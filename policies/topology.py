@@ -11,7 +11,7 @@ from typing import Any
 from pulumi_policy import Severity
 
 from policies.common import ADVISORY, ResourceCheck, resource_policy, stack_policy
-from policies.resources import (
+from policies.views import (
     NODE_POOL,
     RAYSERVICE,
     Deployment,
@@ -20,7 +20,7 @@ from policies.resources import (
     node_pool_machine,
     planner_verdicts,
 )
-from serving import planner
+from serving.plan import planner
 
 
 def _verdicts(*codes: str) -> ResourceCheck:

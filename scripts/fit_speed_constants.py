@@ -1,8 +1,8 @@
-"""Fit serving.speed's efficiency constants to the calibration set's `fit` rows.
+"""Fit serving.plan.speed's efficiency constants to the calibration set's `fit` rows.
 
 Least squares on log(estimate / published) over the fit rows only, each constant within a
 physically plausible bound; the held rows are printed afterwards, never fitted. Prints the
-constants to copy into serving/speed.py and the table of both parts.
+constants to copy into serving/plan/speed.py and the table of both parts.
 
     PYTHONPATH=. python scripts/fit_speed_constants.py
 
@@ -25,7 +25,8 @@ from calibration_score import score  # noqa: E402
 from calibration_set import ROWS  # noqa: E402
 from test_published_measurements import table  # noqa: E402
 
-from serving import comm, speed  # noqa: E402
+from serving.plan import collectives as comm  # noqa: E402
+from serving.plan import speed  # noqa: E402
 
 # name -> (lower, upper): what the hardware and software allow, not what the rows want.
 BOUNDS: dict[str, tuple[float, float]] = {

@@ -1,13 +1,14 @@
 """Rewrite the README's generated tables from the code that holds their facts: the policy pack
-(`policies.pack.POLICIES`), the fast-path table (`serving.fast_paths.FAST_PATHS`), the
+(`policies.pack.POLICIES`), the fast-path table (`serving.catalog.fast_paths.FAST_PATHS`), the
 planner's error against the held-back published runs (`tests/calibration_set.py`), the
-shipped profiles' autoscaling knobs (`serving.autoscaling.knobs_table`), the dashboard's
-panels, the alert policies and the metric catalog (`infra.monitoring`, `serving.metrics`),
-the committed fault run's report (`docs/faults/faults.json`, written by `servestack faults`),
-the committed bench runs' tables and ratios (the simulated engine's `docs/bench/default/` and
-`docs/bench/routing/`, the real engine's `docs/bench/vllm/` and `docs/bench/precise/`: each
-`bench.json`, written by `servestack bench`; the ratios recomputed from their reports by the
-bench's code), and `servestack top`'s table (`serving.top.table`) over figures a live run showed.
+shipped profiles' autoscaling knobs (`serving.compile.autoscaling.knobs_table`), the dashboard's
+panels, the alert policies and the metric catalog (`infra.platform.monitoring`,
+`serving.observability.metrics`), the committed fault run's report (`docs/faults/faults.json`,
+written by `servestack faults`), the committed bench runs' tables and ratios (the simulated
+engine's `docs/bench/default/` and `docs/bench/routing/`, the real engine's `docs/bench/vllm/` and
+`docs/bench/precise/`: each `bench.json`, written by `servestack bench`; the ratios recomputed from
+their reports by the bench's code), and `servestack top`'s table
+(`serving.observability.top.table`) over figures a live run showed.
 
     .venv/bin/python scripts/generate_docs.py          # rewrite README.md's marked regions
     .venv/bin/python scripts/generate_docs.py --check  # exit 1 if any region has drifted
@@ -40,7 +41,7 @@ def policies_table() -> str:
 
 
 def fast_paths_table() -> str:
-    from serving.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
+    from serving.catalog.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
 
     rows = ["| profile switch (`fast_paths:`) | variable on the head and every worker | what |"]
     rows.append("| --- | --- | --- |")
@@ -61,17 +62,17 @@ def planner_error_table() -> str:
 
 
 def autoscaling_table() -> str:
-    from serving.autoscaling import knobs_table
-    from serving.loading import load_profile
+    from serving.compile.autoscaling import knobs_table
+    from serving.spec.loading import load_profile
 
     profiles = sorted((ROOT / "stacks" / "models").glob("*.yaml"))
     return knobs_table([load_profile(path) for path in profiles]).rstrip("\n")
 
 
 def dashboard_panels() -> str:
-    from infra.config import load_stack
-    from infra.monitoring import model_panels, stack_panels
-    from infra.platform import compile_stack
+    from infra.platform.config import load_stack
+    from infra.platform.monitoring import model_panels, stack_panels
+    from infra.platform.plan import compile_stack
 
     (model, *_) = compile_stack(load_stack("dev", ROOT)).values()
     rows = ["| group | panel | queries (legend) |", "| --- | --- | --- |"]
@@ -81,9 +82,9 @@ def dashboard_panels() -> str:
 
 
 def alerts_table() -> str:
-    from infra.config import load_stack
-    from infra.monitoring import alert_rules, gpu_node_minimums
-    from infra.platform import plan_platform
+    from infra.platform.config import load_stack
+    from infra.platform.monitoring import alert_rules, gpu_node_minimums
+    from infra.platform.plan import plan_platform
 
     platform = plan_platform(load_stack("dev", ROOT))
     rules = alert_rules(platform.models.values(), gpu_node_minimums(platform.gpu_pools))
@@ -93,7 +94,7 @@ def alerts_table() -> str:
 
 
 def metrics_table() -> str:
-    from serving.metrics import FAMILIES
+    from serving.observability.metrics import FAMILIES
 
     rows = ["| metric family | exporter | defined in | on the local plane |"]
     rows.append("| --- | --- | --- | --- |")
@@ -107,8 +108,8 @@ FAULT_RUN = "docs/faults/faults.json"
 
 
 def fault_run() -> str:
-    from infra.faults_cli import markdown_report
-    from serving.local.fault_sessions import FaultRun
+    from infra.cli.faults import markdown_report
+    from serving.local.faults.sessions import FaultRun
 
     run = FaultRun.model_validate_json((ROOT / FAULT_RUN).read_text())
     return markdown_report(run, FAULT_RUN)
@@ -119,8 +120,8 @@ def top_capture() -> str:
     (docs/top/capture.json: recorded from the metric-existence test's run)."""
     from rich.console import Console
 
-    from infra.cli_common import PIPED_WIDTH
-    from serving.top import ModelFigures, table
+    from infra.cli.common import PIPED_WIDTH
+    from serving.observability.top import ModelFigures, table
 
     capture = json.loads((ROOT / "docs" / "top" / "capture.json").read_text())
     console = Console(width=PIPED_WIDTH, record=True, file=io.StringIO())
@@ -146,8 +147,8 @@ def bench_text(path: str, headers: tuple[str, ...], workloads: tuple[str, ...] =
     bench's own table code renders it."""
     from rich.console import Console
 
-    from infra.bench_report import PIPED_WIDTH, bench_table
-    from infra.bench_run import load_document
+    from infra.cli.bench import load_document
+    from infra.cli.bench_report import PIPED_WIDTH, bench_table
 
     document, reports = load_document(ROOT / path)
     shown = [r for r in reports if not workloads or r.workload in workloads]
@@ -159,7 +160,7 @@ def bench_text(path: str, headers: tuple[str, ...], workloads: tuple[str, ...] =
 
 def bench_console(path: str, headers: tuple[str, ...]) -> str:
     """The committed bench run's command and its table, as a console block."""
-    from infra.bench_run import load_document
+    from infra.cli.bench import load_document
 
     document, _ = load_document(ROOT / path)
     return f"```console\n{_shell(document['command'])}\n{bench_text(path, headers)}\n```"
@@ -170,8 +171,8 @@ def bench_ratios_table(
 ) -> str:
     """Ratios of the committed bench run, computed from its reports by the bench's own code:
     one column per workload (`{w}` in a row's ratio name) or one "measured" column."""
-    from infra.bench_report import ratio_text
-    from infra.bench_run import bench_ratios, load_document
+    from infra.cli.bench import bench_ratios, load_document
+    from infra.cli.bench_report import ratio_text
 
     document, reports = load_document(ROOT / path)
     ratios = bench_ratios(document["engine"], reports, document.get("ideal_hit_rates", {}))
@@ -269,7 +270,7 @@ def precise_bench_console() -> str:
 
 
 def precise_bench_ratios() -> str:
-    from serving.local.prefix_bench import LOST, NEW_HOME
+    from serving.local.bench.prefix import LOST, NEW_HOME
 
     rows = (
         ("ideal placement's hit rate (each prompt missed once)",
@@ -300,9 +301,9 @@ def precise_bench_ratios() -> str:
 def precise_bench_bound() -> str:
     """What ideal placement would give on this run's figures: each workload's run time fitted
     as fixed + cost × uncached share over the routers' runs (`prefix_bench.uncached_fit`)."""
-    from infra.bench_run import bench_ratios, load_document
-    from serving.local.prefix_bench import uncached_fit
-    from serving.local.vllm_bench import POWER_TWO
+    from infra.cli.bench import bench_ratios, load_document
+    from serving.local.bench.prefix import uncached_fit
+    from serving.local.bench.real_engine import POWER_TWO
 
     document, reports = load_document(ROOT / PRECISE_BENCH)
     ideal = document.get("ideal_hit_rates", {})

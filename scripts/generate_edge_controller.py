@@ -1,4 +1,5 @@
-"""Regenerate policies/edge_controller.py from the HAProxy Kubernetes ingress controller's source.
+"""Regenerate serving/catalog/edge_controller.py from the HAProxy Kubernetes ingress controller's
+source.
 
 The edge controller ignores command-line flags it does not know and annotations it does not
 read, so a misspelt one silently changes nothing (a misspelt pattern-file flag leaves the API-key
@@ -14,7 +15,7 @@ its source at the tag the pinned chart deploys:
 Usage, with a checkout of haproxytech/kubernetes-ingress at the tag:
 
     git -C <clone> archive v1.11.4 pkg documentation/doc.yaml | tar -x -C /tmp/kic
-    python scripts/generate_edge_controller.py /tmp/kic > policies/edge_controller.py
+    python scripts/generate_edge_controller.py /tmp/kic > serving/catalog/edge_controller.py
 """
 
 from __future__ import annotations

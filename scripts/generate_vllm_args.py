@@ -1,5 +1,5 @@
-"""Write serving/vllm_args.py from the installed vLLM: the engine and frontend argument names
-Ray Serve LLM passes through, so profiles are checked offline against the vLLM Ray pins.
+"""Write serving/catalog/vllm_args.py from the installed vLLM: the engine and frontend argument
+names Ray Serve LLM passes through, so profiles are checked offline against the vLLM Ray pins.
 
     .venv/bin/python scripts/generate_vllm_args.py          # rewrite the file
     .venv/bin/python scripts/generate_vllm_args.py --check  # exit 1 if it has drifted

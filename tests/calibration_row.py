@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from serving.spec import ModelSpec
+from serving.spec.profile import ModelSpec
 
 Metric = Literal["tpot", "ttft", "prefill", "output_tps", "total_tps"]
 Part = Literal["fit", "held"]
@@ -17,7 +17,8 @@ Part = Literal["fit", "held"]
 VLLM_HOPPER = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
 VLLM_AMPERE = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
 # vLLM schedules synchronously unless a run passes --async-scheduling; a profile switches async
-# scheduling with the Ray V2 executor (serving.fast_paths), which every row sets as published.
+# scheduling with the Ray V2 executor (serving.catalog.fast_paths), which every row sets as
+# published.
 SYNC = {"fast_paths": {"ray_v2_executor": False}}
 ASYNC = {"fast_paths": {"ray_v2_executor": True}}
 
@@ -45,7 +46,7 @@ class Row:
     # requests arriving together queue behind (see calibration_set.FrontendRun).
     serial_frontend_s: float = field(default=0.0, kw_only=True)
     # Every prompt of the run has the workload's length (a synthetic benchmark's), not a chat
-    # dataset's spread around it (serving.speed.prompt_lengths).
+    # dataset's spread around it (serving.plan.speed.prompt_lengths).
     fixed_prompts: bool = field(default=False, kw_only=True)
 
     def spec(self) -> ModelSpec:

@@ -12,10 +12,10 @@ from calibration_row import Row
 from calibration_set import ROWS
 
 from serving.catalog import MachineType
-from serving.placement import choose_machine
-from serving.planner import decode_step_s, plan, prefill_s, ttft_s
-from serving.spec import ModelSpec
-from serving.spec_parts import Parallelism
+from serving.plan.placement import choose_machine
+from serving.plan.planner import decode_step_s, plan, prefill_s, ttft_s
+from serving.spec.parts import Parallelism
+from serving.spec.profile import ModelSpec
 
 
 def estimate(row: Row) -> float:

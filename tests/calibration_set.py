@@ -30,7 +30,7 @@ engine's first output for the request arrives, after the first token is sampled
 reasoning model's thinking (Qwen3, DeepSeek-R1, gpt-oss's analysis channel) therefore does not
 delay it, and none of these serve commands sets a reasoning parser: the rows are the time to
 the first generated token through the HTTP server, chat template and tokenizer, what
-serving.speed.ttft_s estimates. The client starts the first c requests together (no request
+serving.plan.speed.ttft_s estimates. The client starts the first c requests together (no request
 rate under --max-concurrency c), so a row's mean also counts that opening wave queueing behind
 itself (calibration_score.opening_wave_s), and sends one test request before the run, outside
 its timing.
@@ -38,7 +38,7 @@ NIM's figures are GenAI-Perf's, which skips responses without content
 (https://docs.nvidia.com/nim/benchmarking/llm/latest/metrics.html): at most one step later
 than vLLM's definition, never earlier.
 The ShareGPT rows' prompts spread around their mean like a chat dataset's
-(serving.speed.prompt_lengths); NIM's are GenAI-Perf's synthetic prompts, all of the stated
+(serving.plan.speed.prompt_lengths); NIM's are GenAI-Perf's synthetic prompts, all of the stated
 length (--synthetic-input-tokens-stddev defaults to 0: GenAI-Perf's README,
 https://docs.nvidia.com/deeplearning/triton-inference-server/archives/triton-inference-server-2560/user-guide/docs/perf_analyzer/genai-perf/README.html),
 so they are `fixed_prompts`.

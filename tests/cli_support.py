@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from infra.config import load_stack
-from serving.planner import plan
+from infra.platform.config import load_stack
+from serving.plan.planner import plan
 
 REPO = Path(__file__).resolve().parents[1]
 # Errors go through a rich console that follows COLUMNS: wide enough that no message wraps, so
@@ -25,7 +25,7 @@ NARROW = 80  # what rich assumes when stderr is not a terminal and COLUMNS is un
 
 def servestack_command() -> list[str]:
     script = Path(sys.executable).with_name("servestack")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "infra.cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "infra.cli.app"]
 
 
 def run(cwd: Path, *args: str, columns: int = WIDE) -> subprocess.CompletedProcess[str]:

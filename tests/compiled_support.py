@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from infra.disruption import Resilience
-from infra.manifests import compile_for
-from serving.compiler import CompiledModel, compile
-from serving.loading import validate
-from serving.planner import plan
-from serving.spec import ModelSpec
+from infra.kube.disruption import Resilience
+from infra.kube.manifests import compile_for
+from serving.compile.compiler import CompiledModel, compile
+from serving.plan.planner import plan
+from serving.spec.loading import validate
+from serving.spec.profile import ModelSpec
 
 # The dev stack's model on one H100 with a short context: what most unit tests start from.
 LLAMA_8B: dict[str, Any] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from serving.local.places import RUN_DIR_PARENT, RUN_DIR_PREFIX
+from serving.local.runtime.places import RUN_DIR_PARENT, RUN_DIR_PREFIX
 
 TMP = Path("/tmp")
 # Directories the components default to under /tmp: Ray's sessions, Serve's HAProxy files,

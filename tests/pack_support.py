@@ -6,12 +6,12 @@ from __future__ import annotations
 from compiled_support import deployable
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
 
-from infra.manifests import rayservice
-from infra.preview import Registered, judge
-from policies.resources import RAYSERVICE
+from infra.deploy.preview import Registered, judge
+from infra.kube.manifests import rayservice
 from policies.topology import TOPOLOGY_POLICIES
-from serving.ray_release import DEFAULT_RAY_IMAGE
-from serving.spec import ModelSpec
+from policies.views import RAYSERVICE
+from serving.catalog.ray_release import DEFAULT_RAY_IMAGE
+from serving.spec.profile import ModelSpec
 
 RESOURCE_POLICIES = [p for p in TOPOLOGY_POLICIES if isinstance(p, ResourceValidationPolicy)]
 

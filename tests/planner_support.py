@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from serving.spec import ModelSpec
+from serving.spec.profile import ModelSpec
 
 
 def spec(**fields: Any) -> ModelSpec:

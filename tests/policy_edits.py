@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from infra.preview import Registered, Violation, judge, record
+from infra.deploy.preview import Registered, Violation, judge, record
 from policies.pack import POLICIES
-from serving.compiler import PROFILE_ANNOTATION
+from serving.compile.compiler import PROFILE_ANNOTATION
 
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"
 CLUSTER = "gcp:container/cluster:Cluster"

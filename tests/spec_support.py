@@ -10,8 +10,8 @@ import pytest
 
 from serving import catalog
 from serving.errors import ProfileValidationError, ServestackError
-from serving.loading import validate
-from serving.spec import ModelSpec
+from serving.spec.loading import validate
+from serving.spec.profile import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = "stacks/models/test.yaml"

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 from cli_support import copy_repo, servestack_command
 
-from serving.loading import load_profile
-from serving.local.bench import default_variants
+from serving.local.bench.runner import default_variants
+from serving.spec.loading import load_profile
 
 pytestmark = pytest.mark.timeout(900)
 

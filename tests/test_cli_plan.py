@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from cli_support import does_not_fit, edit_yaml, run
 
-from infra.config import load_stack
-from serving.accuracy import error_band
+from infra.platform.config import load_stack
 from serving.catalog import MACHINE_TYPES
-from serving.planner import plan
+from serving.plan.accuracy import error_band
+from serving.plan.planner import plan
 
 # --- plans ------------------------------------------------------------------------------------
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from cli_support import run
 
-from infra.config import load_stack
-from serving.accuracy import error_band
-from serving.recommend import catalog_spec, recommend
+from infra.platform.config import load_stack
+from serving.plan.accuracy import error_band
+from serving.recommend.ranking import catalog_spec, recommend
 
 # --- --recommend ----------------------------------------------------------------------------
 

@@ -9,11 +9,11 @@ import yaml
 from cli_support import DEV_STACK, edit_yaml, run
 from compiled_support import compile_spec, deployable
 
-from infra.config import load_stack
-from infra.disruption import resilience_for
-from infra.manifests import rayservice
-from infra.render import workers_document
-from serving.compiler import builder
+from infra.cli.render import workers_document
+from infra.kube.manifests import rayservice
+from infra.platform.config import load_stack
+from infra.platform.resilience import resilience_for
+from serving.compile.compiler import builder
 
 # --- render -----------------------------------------------------------------------------------
 

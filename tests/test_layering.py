@@ -44,7 +44,7 @@ def test_the_offline_cli_loads_no_pulumi_sdk() -> None:
     import sys
 
     probe = (
-        "import sys, infra.cli; "
+        "import sys, infra.cli.app; "
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0].startswith('pulumi'))))"
     )
     loaded = subprocess.run(

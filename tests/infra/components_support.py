@@ -8,11 +8,11 @@ from typing import Any
 from infra_support import RecordingMocks, Registered, run
 from pydantic import ValidationError
 
-from infra.components import (
+from infra.deploy.components import (
     GpuNodePool,
     GpuNodePoolArgs,
 )
-from infra.platform_specs import GpuPoolSpec
+from infra.platform.specs import GpuPoolSpec
 from serving import catalog
 from serving.catalog import MachineType
 from serving.errors import FixableValueError

@@ -17,7 +17,7 @@ import yaml
 from pulumi.runtime import settings
 from pulumi.runtime.sync_await import _sync_await
 
-from infra.preview import ProgramMocks, ensure_event_loop
+from infra.deploy.preview import ProgramMocks, ensure_event_loop
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "servestack"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from infra.bench_report import bench_table, print_bench, ratio_text
-from serving.loading import load_profile
-from serving.local.bench import default_variants
-from serving.local.bench_stats import WorkloadReport
+from infra.cli.bench_report import bench_table, print_bench, ratio_text
+from serving.local.bench.runner import default_variants
+from serving.local.bench.stats import WorkloadReport
+from serving.spec.loading import load_profile
 
 MODELS = Path(__file__).resolve().parents[2] / "stacks" / "models"
 
@@ -81,7 +81,7 @@ def _router_report(variant: str, workload: str, per_s: float, hit: float) -> Wor
 def test_a_committed_real_engine_run_reads_back_with_the_benchs_ratios(tmp_path: Path) -> None:
     """The README's bench figures come from the committed bench.json: its reports read back
     whole, and the ratios are the bench's, ideal placement's hit rate included."""
-    from infra.bench_run import bench_ratios, load_document
+    from infra.cli.bench import bench_ratios, load_document
 
     reports = [
         _router_report("fast-paths-on/power-of-two", "multi-prompt", 1.0, 0.40),
@@ -125,8 +125,8 @@ def test_the_bound_of_any_router_is_fitted_on_the_runs_of_the_workload() -> None
     """Hand-worked: two runs, 49.8 s at 0.56 uncached and 29.0 s at 0.19, fit 18.3 s fixed and
     56.2 s for all prompts uncached; ideal placement (0.84 hit) would take 27.3 s, 1.82x power
     of two's run."""
-    from infra.bench_run import bench_ratios
-    from serving.local.prefix_bench import uncached_fit
+    from infra.cli.bench import bench_ratios
+    from serving.local.bench.prefix import uncached_fit
 
     power_two = _router_report("fast-paths-on/power-of-two", "multi-prompt", 64 / 49.8, 0.44)
     history = _router_report(

@@ -20,7 +20,7 @@ from components_support import (
 from infra_support import RecordingMocks, Registered, resolve, run
 from pydantic import ValidationError
 
-from infra.components import (
+from infra.deploy.components import (
     GkeCluster,
     GkeClusterArgs,
     GkeNetwork,
@@ -28,9 +28,9 @@ from infra.components import (
     NodeServiceAccount,
     NodeServiceAccountArgs,
 )
-from infra.components.identity import NODE_ROLES
-from infra.components.network import HEALTH_CHECK_RANGES
-from infra.platform_specs import ClusterSpec, NetworkSpec
+from infra.deploy.components.identity import NODE_ROLES
+from infra.deploy.components.network import HEALTH_CHECK_RANGES
+from infra.platform.specs import ClusterSpec, NetworkSpec
 
 
 def cluster_spec(**changes: Any) -> ClusterSpec:

@@ -20,13 +20,13 @@ from infra_support import RecordingMocks, run, use_stack
 from pulumi.runtime import settings
 from pydantic import ValidationError
 
-from infra.components import (
+from infra.deploy.components import (
     SystemNodePool,
     SystemNodePoolArgs,
 )
-from infra.platform_specs import SystemPoolSpec
+from infra.platform.specs import SystemPoolSpec
 from serving import catalog
-from serving.scheduling import (
+from serving.compile.scheduling import (
     GKE_ACCELERATOR_LABEL,
     GPU_TAINT_EFFECT,
     GPU_TAINT_KEY,

@@ -12,8 +12,8 @@ import yaml
 from cli_support import copy_repo
 from infra_support import REPO, RecordingMocks, pulumi_config, run, use_stack
 
-from infra.config import load_pulumi_stack, load_stack
-from infra.stack_config import StackConfig
+from infra.platform.config import load_pulumi_stack, load_stack
+from infra.platform.stack_config import StackConfig
 from serving.errors import ServestackError
 
 # Keys Pulumi's project schema cannot declare: mappings, and an optional string with no default.

@@ -25,17 +25,23 @@ from infra_support import (
     use_stack,
 )
 
-from infra.config import load_stack
-from infra.disruption import (
+from infra.kube.disruption import (
     GCS_CA_MOUNT,
     drain_command,
     wait_script,
 )
-from infra.manifests import rayservice
-from infra.platform import plan_platform
+from infra.kube.manifests import rayservice
+from infra.platform.config import load_stack
+from infra.platform.plan import plan_platform
 from serving import catalog
-from serving.compiler import llm_configs_of
-from serving.scheduling import SPOT_POD_NOTICE_S, head_pod_containers, misfit, quantity, requested
+from serving.compile.compiler import llm_configs_of
+from serving.compile.scheduling import (
+    SPOT_POD_NOTICE_S,
+    head_pod_containers,
+    misfit,
+    quantity,
+    requested,
+)
 
 GIB = 2**30
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"
@@ -280,7 +286,7 @@ class TestUpgrades:
 
 class TestWeightsCache:
     def test_a_node_cache_is_a_host_directory_the_next_pod_on_the_node_finds(self) -> None:
-        from infra.disruption import Resilience
+        from infra.kube.disruption import Resilience
 
         spec = load_stack("dev", REPO).profiles["llama-3.1-8b"]
         by_pod = rayservice(deployable(spec), "rayproject/ray-llm:2.56.1-py311-cu128")

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from infra.config import load_stack
-from infra.edge import (
+from infra.kube.edge import (
     API_KEY_GATE,
     EDGE_CHART_VERSION,
     api_key_hashes,
     edge_values,
     model_ingress,
 )
+from infra.platform.config import load_stack
 from policies.edge import argument_name, effective_lines
-from policies.edge_controller import (
+from serving.catalog.edge_controller import (
     CHART_VERSION,
     CONFIGMAP_KEYS,
     CONTROLLER_ARGUMENTS,

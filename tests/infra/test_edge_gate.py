@@ -28,7 +28,7 @@ from cli_support import run as run_cli
 from infra_support import REPO, TEST_API_KEY, RecordingMocks, pulumi_config, run, use_stack
 from pulumi_policy.deserialize import deserialize_properties
 
-from infra.check_edge import KEY_VARIABLE
+from infra.cli.check_edge import KEY_VARIABLE
 from policies.edge import (
     SNIPPET,
     argument_name,
@@ -36,7 +36,7 @@ from policies.edge import (
     pattern_files,
     pattern_files_configmap,
 )
-from policies.edge_controller import CONTROLLER_ARGUMENTS
+from serving.catalog.edge_controller import CONTROLLER_ARGUMENTS
 
 MODEL = "llama-3.1-8b"
 

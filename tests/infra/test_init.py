@@ -10,13 +10,18 @@ import pytest
 from cli_support import copy_repo, run
 from pulumi_policy import EnforcementLevel
 
-from infra.config import load_stack
-from infra.init import init_model
-from infra.preview import judge, record
+from infra.cli.init import init_model
+from infra.deploy.preview import judge, record
+from infra.platform.config import load_stack
 from serving import catalog
 from serving.errors import ServestackError
-from serving.planner import plan
-from serving.recommend import DEFAULT_ITL_TARGET_S, DEFAULT_TTFT_TARGET_S, catalog_spec, recommend
+from serving.plan.planner import plan
+from serving.recommend.ranking import (
+    DEFAULT_ITL_TARGET_S,
+    DEFAULT_TTFT_TARGET_S,
+    catalog_spec,
+    recommend,
+)
 
 # prod is regional: every GPU the catalog knows is stocked in some zone of its region.
 STACK = "prod"

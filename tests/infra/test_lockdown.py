@@ -14,10 +14,10 @@ from compiled_support import deployable
 from infra_support import REPO, RecordingMocks, Registered, pulumi_config, run, use_stack
 from pulumi_policy.deserialize import deserialize_properties
 
-from infra.components.llm_service import LlmService, LlmServiceArgs
-from infra.config import load_stack
-from infra.manifests import SERVING_NAMESPACE
-from infra.ray_security import CLUSTER_PORTS, DASHBOARD, GCS, MODEL_LABEL, SERVE
+from infra.deploy.components.llm_service import LlmService, LlmServiceArgs
+from infra.kube.manifests import SERVING_NAMESPACE
+from infra.kube.ray_security import CLUSTER_PORTS, DASHBOARD, GCS, MODEL_LABEL, SERVE
+from infra.platform.config import load_stack
 from policies.edge import edges
 
 STACKS = ["dev", "prod"]

@@ -11,13 +11,13 @@ import pytest
 import yaml
 from cli_support import copy_repo, edit_yaml
 
-from infra.config import Stack, load_stack
-from infra.platform import compile_stack, plan_platform
-from infra.preview import record
-from infra.render import render_model
+from infra.cli.render import render_model
+from infra.deploy.preview import record
+from infra.platform.config import Stack, load_stack
+from infra.platform.plan import compile_stack, plan_platform
 from serving.errors import ServestackError
-from serving.limits import ANNOTATIONS_BYTES_MAX, size_problems
-from serving.names import GCP_ACCOUNT_ID
+from serving.spec.limits import ANNOTATIONS_BYTES_MAX, size_problems
+from serving.spec.names import GCP_ACCOUNT_ID
 
 REPO = Path(__file__).resolve().parents[2]
 

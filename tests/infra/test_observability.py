@@ -23,8 +23,8 @@ from compiled_support import compile_spec
 from infra_support import REPO, RecordingMocks, pulumi_config, run, use_stack
 from test_serving import _strict, with_defaults
 
-from infra.config import load_stack
-from infra.monitoring import (
+from infra.platform.config import load_stack
+from infra.platform.monitoring import (
     COLUMNS,
     alert_rules,
     gpu_node_minimums,
@@ -32,8 +32,8 @@ from infra.monitoring import (
     pod_monitorings,
     queries,
 )
-from infra.platform import compile_stack, plan_platform
-from serving.metrics import FAMILIES, known_series, metric_names
+from infra.platform.plan import compile_stack, plan_platform
+from serving.observability.metrics import FAMILIES, known_series, metric_names
 
 CRDS = Path(__file__).parent / "crds"
 STACKS = ["dev", "prod"]

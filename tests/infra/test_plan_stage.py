@@ -14,16 +14,16 @@ from infra_support import REPO, RecordingMocks, pulumi_config, run, use_stack
 from typer.testing import CliRunner
 
 import infra.__main__ as program
-from infra.cli import app
-from infra.config import load_stack
-from serving import planner
+from infra.cli.app import app
+from infra.platform.config import load_stack
+from serving.plan import planner
 
 STACKS = ["dev", "prod"]
 
 
 @pytest.fixture
 def plans(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """How often each model is planned: `serving.planner.plan` wrapped with a counter wherever
+    """How often each model is planned: `serving.plan.planner.plan` wrapped with a counter wherever
     a module of ours holds it (this file imports the program and the CLI first, so theirs are
     among them)."""
     counted: Counter[str] = Counter()

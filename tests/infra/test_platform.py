@@ -17,10 +17,10 @@ import yaml
 from cli_support import edit_yaml, run
 from infra_support import PLANNED_POOLS
 
-from infra.config import load_stack
-from infra.platform import PlatformPlan, node_service_account_id, plan_platform
+from infra.platform.config import load_stack
+from infra.platform.plan import PlatformPlan, node_service_account_id, plan_platform
 from serving import catalog
-from serving.scheduling import GKE_ACCELERATOR_LABEL, MACHINE_TYPE_LABEL
+from serving.compile.scheduling import GKE_ACCELERATOR_LABEL, MACHINE_TYPE_LABEL
 
 DEV = "stacks/Pulumi.dev.yaml"
 PROD = "stacks/Pulumi.prod.yaml"

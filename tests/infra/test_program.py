@@ -26,12 +26,12 @@ from infra_support import (
 )
 from pulumi.runtime import settings
 
-from infra.components.identity import NODE_ROLES
-from infra.config import load_stack
-from infra.manifests import resource_name
-from infra.router_code import ships_router
+from infra.deploy.components.identity import NODE_ROLES
+from infra.kube.manifests import resource_name
+from infra.kube.router_code import ships_router
+from infra.platform.config import load_stack
 from serving import catalog
-from serving.scheduling import MACHINE_TYPE_LABEL
+from serving.compile.scheduling import MACHINE_TYPE_LABEL
 
 STACKS = ["dev", "prod"]
 NODE_POOL = "gcp:container/nodePool:NodePool"

@@ -32,17 +32,18 @@ from infra_support import (
     use_stack,
 )
 
-from infra.components.llm_service import LlmService, LlmServiceArgs
-from infra.config import load_stack
-from infra.disruption import Resilience, resilience_for
-from infra.edge import model_ingress
-from infra.manifests import rayservice
-from infra.router_code import router_configmap
-from serving.compiler import llm_configs_of
-from serving.loading import load_profile
-from serving.scheduling import MACHINE_TYPE_LABEL
-from serving.spec import ModelSpec
-from serving.spec_parts import Router
+from infra.deploy.components.llm_service import LlmService, LlmServiceArgs
+from infra.kube.disruption import Resilience
+from infra.kube.edge import model_ingress
+from infra.kube.manifests import rayservice
+from infra.kube.router_code import router_configmap
+from infra.platform.config import load_stack
+from infra.platform.resilience import resilience_for
+from serving.compile.compiler import llm_configs_of
+from serving.compile.scheduling import MACHINE_TYPE_LABEL
+from serving.spec.loading import load_profile
+from serving.spec.parts import Router
+from serving.spec.profile import ModelSpec
 
 CRD = Path(__file__).parent / "crds" / "ray.io_rayservices.yaml"
 PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))
@@ -343,17 +344,20 @@ class TestServestacksRouter:
             (container,) = pod["template"]["spec"]["containers"]
             path = {e["name"]: e.get("value") for e in container["env"]}["PYTHONPATH"]
             mounts = {m["mountPath"] for m in container["volumeMounts"]}
-            # The class's module resolves under the mount: <path>/serving/routing.py.
+            # The class's module resolves under the mount: <path>/serving/router/prefix_affinity.py.
             assert f"{path}/{module.rpartition('.')[0].replace('.', '/')}" in mounts
 
-    def test_the_configmap_holds_the_router_module_as_it_is(self) -> None:
+    def test_the_configmap_holds_the_router_package_whole_as_it_is(self) -> None:
         configmap = router_configmap(self.spec())
         kubernetes_validate.validate(configmap, KUBERNETES_VERSION, strict=True)
-        assert configmap["data"]["routing.py"] == (REPO / "serving/routing.py").read_text()
-        assert configmap["data"]["__init__.py"] == ""
+        package = REPO / "serving/router"
+        assert set(configmap["data"]) == {path.name for path in package.glob("*.py")}
+        assert {"__init__.py", "prefix_affinity.py", "precise.py"} <= set(configmap["data"])
+        for name, source in configmap["data"].items():
+            assert source == (package / name).read_text(), name
 
     def test_the_router_module_needs_nothing_the_stock_image_lacks(self) -> None:
-        tree = ast.parse((REPO / "serving/routing.py").read_text())
+        tree = ast.parse((REPO / "serving/router/prefix_affinity.py").read_text())
         roots = {
             alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
             for alias in node.names
@@ -388,4 +392,4 @@ class TestServestacksRouter:
         )  # fmt: skip
         (configmap,) = mocks.of_type("kubernetes:core/v1:ConfigMap")
         assert configmap.inputs["metadata"]["name"] == "llama-3-1-8b-servestack-router"
-        assert "class PrefixAffinityRouter" in configmap.inputs["data"]["routing.py"]
+        assert "class PrefixAffinityRouter" in configmap.inputs["data"]["prefix_affinity.py"]

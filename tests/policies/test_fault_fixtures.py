@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.preview import Registered, judge, record
+from infra.deploy.preview import Registered, judge, record
 from policies.faults import FAULT_POLICIES
 from policies.pack import POLICIES
 

@@ -13,8 +13,8 @@ from pack_support import pack_refusals
 from pydantic import ValidationError
 
 from serving import catalog
-from serving.planner import plan
-from serving.spec import ModelSpec
+from serving.plan.planner import plan
+from serving.spec.profile import ModelSpec
 
 SEED = 14
 CASES = 120

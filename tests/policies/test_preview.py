@@ -18,7 +18,7 @@ import yaml
 from cli_support import copy_repo, edit_yaml, run
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 
-from infra.preview import judge, record
+from infra.deploy.preview import judge, record
 from policies.edge import EDGE_POLICIES
 from policies.pack import PACK_NAME, POLICIES
 from policies.ray_security import RAY_SECURITY_POLICIES

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from compiled_support import SHIPPED_PROFILES
 
-from serving.loading import load_profile
-from serving.spec import ModelSpec
+from serving.spec.loading import load_profile
+from serving.spec.profile import ModelSpec
 
 
 @pytest.fixture(params=SHIPPED_PROFILES, ids=lambda path: path.stem)

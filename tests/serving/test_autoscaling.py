@@ -12,14 +12,14 @@ import pytest
 from compiled_support import compile_spec, llama_8b
 from ray.serve.config import AutoscalingConfig
 
-from serving.autoscaling import AutoscalingChoice, autoscaling, replica_load_s
-from serving.compiler import llm_configs_of
+from serving.compile.autoscaling import AutoscalingChoice, autoscaling, replica_load_s
+from serving.compile.compiler import llm_configs_of
 from serving.errors import ProfileValidationError
-from serving.loading import load_profile
-from serving.placement import choose_machine
-from serving.planner import decode_step_s, plan
-from serving.replicas import Role
-from serving.spec import ModelSpec
+from serving.plan.placement import choose_machine
+from serving.plan.planner import decode_step_s, plan
+from serving.plan.replicas import Role
+from serving.spec.loading import load_profile
+from serving.spec.profile import ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))

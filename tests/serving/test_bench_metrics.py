@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from serving import top
-from serving.local import bench_metrics
-from serving.metrics import engine
+from serving.local.bench import metrics as bench_metrics
+from serving.observability import top
+from serving.observability.metrics import engine
 
 MODEL = "m"
 

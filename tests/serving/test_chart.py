@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from serving.local.bench_stats import WorkloadReport
-from serving.local.chart import HIT_RATE, ITL, THROUGHPUT, TTFT, build_figure, write_chart
+from serving.local.bench.chart import HIT_RATE, ITL, THROUGHPUT, TTFT, build_figure, write_chart
+from serving.local.bench.stats import WorkloadReport
 
 VARIANTS = ("fast-paths-on/power-of-two", "fast-paths-on/servestack-prefix-affinity")
 

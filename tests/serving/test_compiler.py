@@ -31,14 +31,14 @@ from ray.llm._internal.serve.serving_patterns.prefill_decode.pd_server import (
 from ray.runtime_env import RuntimeEnv
 from ray.serve.schema import ServeDeploySchema
 
-from serving.compiler import (
+from serving.compile.compiler import (
     BUILD_DP_OPENAI_APP,
     BUILD_OPENAI_APP,
     BUILD_PD_OPENAI_APP,
 )
-from serving.loading import load_profile
-from serving.planner import plan
-from serving.spec import ModelSpec
+from serving.plan.planner import plan
+from serving.spec.loading import load_profile
+from serving.spec.profile import ModelSpec
 
 ARGS_MODELS: dict[str, Any] = {
     BUILD_OPENAI_APP: LLMServingArgs,

@@ -8,14 +8,14 @@ from compiled_support import compile_spec, llama_8b, llm_configs
 from ray.serve._private import constants as ray_serve_constants
 
 from serving import catalog
-from serving.compiler import (
+from serving.catalog.fast_paths import FAST_PATHS
+from serving.compile.compiler import (
     BUILD_DP_OPENAI_APP,
     BUILD_PD_OPENAI_APP,
 )
-from serving.fast_paths import FAST_PATHS
-from serving.routers import RAY_DEFAULT_ROUTER_CLASS
-from serving.spec import ModelSpec
-from serving.spec_parts import FastPaths
+from serving.compile.routers import RAY_DEFAULT_ROUTER_CLASS
+from serving.spec.parts import FastPaths
+from serving.spec.profile import ModelSpec
 
 spec = llama_8b
 
@@ -215,7 +215,7 @@ def test_servestacks_router_takes_its_tuning_from_the_profile() -> None:
     compiled = spec(router={"kind": "servestack_prefix_affinity", "window_s": 5.0})
     config = compile_spec(compiled).llm_config()["deployment_config"]["request_router_config"]
     assert config == {
-        "request_router_class": "serving.routing:PrefixAffinityRouter",
+        "request_router_class": "serving.router.prefix_affinity:PrefixAffinityRouter",
         "request_router_kwargs": {"window_s": 5.0},
     }
     assert (

@@ -14,12 +14,11 @@ from typing import Any
 import pytest
 from compiled_support import compile_spec
 
-from serving.compiler import llm_configs_of
-from serving.loading import load_profile
-from serving.local import bench
-from serving.local.app import ENGINE_CLASS, local_application, local_env
-from serving.local.bench_stats import RequestResult, summarize
-from serving.local.simulation import (
+from serving.compile.compiler import llm_configs_of
+from serving.local.bench import runner as bench
+from serving.local.bench.stats import RequestResult, summarize
+from serving.local.bench.workloads import build_requests, default_workloads
+from serving.local.engine.simulation import (
     SETTINGS_ENV,
     PrefixCache,
     SimulationSettings,
@@ -28,10 +27,11 @@ from serving.local.simulation import (
     settings_from_plan,
     tokenize,
 )
-from serving.local.workloads import build_requests, default_workloads
-from serving.placement import choose_machine
-from serving.planner import plan, prefill_s
-from serving.spec import ModelSpec
+from serving.local.runtime.app import ENGINE_CLASS, local_application, local_env
+from serving.plan.placement import choose_machine
+from serving.plan.planner import plan, prefill_s
+from serving.spec.loading import load_profile
+from serving.spec.profile import ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))
@@ -88,7 +88,7 @@ class TestLocalApplication:
         assert SimulationSettings.from_env(env) == settings
 
     def test_engine_class_names_the_simulated_engine(self) -> None:
-        from serving.local.engine import SimulatedEngine
+        from serving.local.engine.simulated import SimulatedEngine
 
         module, _, name = ENGINE_CLASS.partition(":")
         assert f"{SimulatedEngine.__module__}:{SimulatedEngine.__name__}" == f"{module}:{name}"
@@ -222,7 +222,7 @@ class TestSimulatedEngine:
     def engine(self, llama: ModelSpec, monkeypatch: pytest.MonkeyPatch) -> Any:
         from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 
-        from serving.local.engine import SimulatedEngine
+        from serving.local.engine.simulated import SimulatedEngine
 
         settings = settings_from_plan(llama, time_scale=0.0, cache_tokens=4096)
         monkeypatch.setenv(SETTINGS_ENV, settings.model_dump_json())

@@ -21,12 +21,12 @@ import pytest
 from compiled_support import compile_spec
 from local_support import written_by_default
 
-from serving.loading import load_profile
-from serving.local.bench import running_variant
-from serving.local.places import RAY_DIR, ray_socket_path
-from serving.local.runtime import SESSION_PREFIX
-from serving.local.simulation import settings_from_plan
-from serving.spec import ModelSpec
+from serving.local.bench.runner import running_variant
+from serving.local.engine.simulation import settings_from_plan
+from serving.local.runtime.local_ray import SESSION_PREFIX
+from serving.local.runtime.places import RAY_DIR, ray_socket_path
+from serving.spec.loading import load_profile
+from serving.spec.profile import ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "stacks" / "models" / "llama-3.1-8b.yaml"
@@ -80,7 +80,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         runtimes = [
             child
             for child in psutil.Process().children()
-            if "serving.local.runtime" in " ".join(child.cmdline())
+            if "serving.local.runtime.local_ray" in " ".join(child.cmdline())
         ]
         assert len(runtimes) == 1
         started = [runtimes[0], *descendants(runtimes[0].pid)]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from cli_support import servestack_command
 
-from serving.local.fault_sessions import FaultRun
-from serving.local.faults import FAULTS, FaultReport
+from serving.local.faults.runs import FAULTS, FaultReport
+from serving.local.faults.sessions import FaultRun
 
 REPO = Path(__file__).resolve().parents[2]
 

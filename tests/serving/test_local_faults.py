@@ -16,10 +16,10 @@ import httpx
 import pytest
 from cli_support import copy_repo, run
 
-from serving.local.fault_actions import HUNG_EXIT, HUNG_PREFIX, bounded
-from serving.local.fault_load import InFlight, Outcome, StreamResult, stream_one
-from serving.local.fault_sessions import watch
-from serving.local.faults import REPORT_PREFIX, summarize
+from serving.local.faults.actions import HUNG_EXIT, HUNG_PREFIX, bounded
+from serving.local.faults.load import InFlight, Outcome, StreamResult, stream_one
+from serving.local.faults.runs import REPORT_PREFIX, summarize
+from serving.local.faults.sessions import watch
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = b'data: {"choices": [{"delta": {"content": "w"}}]}\n\n'
@@ -130,7 +130,7 @@ class TestEveryWaitIsBounded:
 
     def test_the_watchdog_ends_a_step_that_overruns_saying_which(self) -> None:
         script = (
-            "import time\nfrom serving.local.fault_actions import Watchdog\n"
+            "import time\nfrom serving.local.faults.actions import Watchdog\n"
             "dog = Watchdog('s', slack_s=0.0)\n"
             "with dog.step('controller-kill', 'recover', 0.5):\n    time.sleep(60)\n"
         )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from serving.local import cleanup, places
+from serving.local.runtime import cleanup, places
 
 # Ray's HAProxy manager names each node's directory by its 56-character id; HAProxy refuses a
 # socket path over 97 bytes (it binds a temporary name with the path's pid suffix).

@@ -16,9 +16,9 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 
-from serving.local import cleanup, places
-from serving.local.ports import exporter_problem, held_ports, run_ports
-from serving.local.runtime import _start_ray
+from serving.local.runtime import cleanup, places
+from serving.local.runtime.local_ray import _start_ray
+from serving.local.runtime.ports import exporter_problem, held_ports, run_ports
 
 
 def _plain_bind(address: str, port: int) -> None:

@@ -23,22 +23,21 @@ from typing import Any
 import pytest
 from compiled_support import compile_spec
 
-from serving.cache_report import REPORT_KEY
-from serving.loading import load_profile
-from serving.local import bench
-from serving.local.app import Engine
-from serving.local.bench_stats import RequestResult
-from serving.local.prefix_bench import BLOCK_TOKENS, chat_tokens
-from serving.local.runtime import local_serve
-from serving.local.simulation import (
+from serving.compile.routers import ROUTERS
+from serving.local.bench import runner as bench
+from serving.local.bench.prefix import BLOCK_TOKENS, chat_tokens
+from serving.local.bench.stats import RequestResult
+from serving.local.engine.simulation import (
     SimulationSettings,
     chat_prompt,
     settings_from_plan,
     tokenize,
 )
-from serving.local.tiny_models import tiny_model
-from serving.routers import ROUTERS
-from serving.routing import (
+from serving.local.engine.tiny_models import tiny_model
+from serving.local.runtime.app import Engine
+from serving.local.runtime.local_ray import local_serve
+from serving.router.cache_report import REPORT_KEY
+from serving.router.prefix_affinity import (
     DEFAULT_CHUNK_CHARS,
     DEFAULT_MAX_CHUNKS,
     DEFAULT_WINDOW_S,
@@ -46,8 +45,9 @@ from serving.routing import (
     chunk_hashes,
     request_text,
 )
-from serving.spec import ModelSpec
-from serving.spec_parts import Autoscaling, Router
+from serving.spec.loading import load_profile
+from serving.spec.parts import Autoscaling, Router
+from serving.spec.profile import ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "stacks" / "models" / "llama-3.1-8b.yaml"
@@ -79,11 +79,11 @@ def precise_spec(replicas: int = 2) -> ModelSpec:
 def test_the_precise_router_ships_its_server_and_asks_for_stats_every_period() -> None:
     from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 
-    from serving.cache_server import CacheReportingServer
+    from serving.router.cache_server import CacheReportingServer
 
     config = compile_spec(precise_spec()).llm_config()
     assert config["deployment_config"]["request_router_config"] == {
-        "request_router_class": "serving.precise_routing:PrecisePrefixRouter",
+        "request_router_class": "serving.router.precise:PrecisePrefixRouter",
         "request_routing_stats_period_s": PERIOD_S,
     }
     # Ray Serve LLM resolves the server class from the string, as the cluster will.

@@ -1,7 +1,7 @@
 """The request router is live: with several shared system prompts and two replicas, prefix
 affinity gets a higher prefix-cache hit rate than power of two on the same requests, without
 sending every request to one replica. Ray's PrefixCacheAffinityRouter (the profile's) does not
-(a strict expected failure); servestack's router (serving.routing) does.
+(a strict expected failure); servestack's router (serving.router.prefix_affinity) does.
 
 Both configurations run the shipped profile's compiled application with the fast paths on
 (HAProxy, direct streaming), as the cluster runs it; only the router differs. Hit rates and
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from serving.loading import load_profile
-from serving.local import bench
-from serving.local.bench_stats import WorkloadReport
-from serving.local.simulation import settings_from_plan
-from serving.local.workloads import Workload
+from serving.local.bench import runner as bench
+from serving.local.bench.stats import WorkloadReport
+from serving.local.bench.workloads import Workload
+from serving.local.engine.simulation import settings_from_plan
+from serving.spec.loading import load_profile
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "stacks" / "models" / "llama-3.1-8b.yaml"
@@ -65,7 +65,8 @@ def test_power_of_two_spreads_requests(reports: dict[str, WorkloadReport]) -> No
     strict=True,
     reason="Ray 2.56.1's PrefixCacheAffinityRouter under HAProxy + direct streaming "
     "sends every request to one replica (choose_replica's fast path never calls "
-    "on_request_routed, so its prefix tree stays empty); serving/routing.py explains",
+    "on_request_routed, so its prefix tree stays empty); "
+    "serving/router/prefix_affinity.py explains",
 )
 def test_prefix_affinity_hits_the_cache_more_than_power_of_two_across_replicas(
     reports: dict[str, WorkloadReport],
@@ -82,7 +83,8 @@ def test_prefix_affinity_hits_the_cache_more_than_power_of_two_across_replicas(
 def test_servestack_prefix_affinity_hits_the_cache_more_than_power_of_two_across_replicas(
     reports: dict[str, WorkloadReport],
 ) -> None:
-    """servestack's router (serving.routing), the issue-8 replacement, on the same requests."""
+    """servestack's router (serving.router.prefix_affinity), the issue-8 replacement, on the same
+    requests."""
     affinity, random_choice = reports["servestack_prefix_affinity"], reports["power_of_two"]
     counts = affinity.requests_per_replica
     assert len(counts) == REPLICAS, f"every request on one replica: {counts}"

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from compiled_support import compile_spec
 
-from serving.compiler import llm_configs_of
-from serving.loading import load_profile
-from serving.local import cleanup
-from serving.local.app import (
+from serving.compile.compiler import llm_configs_of
+from serving.local.bench.real_engine import bare_command
+from serving.local.engine.tiny_models import model_dir, tiny_model
+from serving.local.runtime import cleanup
+from serving.local.runtime.app import (
     CPU_BUILD_CHANGES,
     ENGINE_CLASS_ENV,
     LOCAL_VLLM_ADDITIONS,
@@ -31,8 +32,7 @@ from serving.local.app import (
     omp_binding,
     tiny_family,
 )
-from serving.local.tiny_models import model_dir, tiny_model
-from serving.local.vllm_bench import bare_command
+from serving.spec.loading import load_profile
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = REPO / "stacks" / "models"

@@ -15,7 +15,7 @@ import pytest
 from cli_support import servestack_command
 from local_support import written_by_default
 
-from serving.local.vllm_bench import BARE, FAST_ONE
+from serving.local.bench.real_engine import BARE, FAST_ONE
 
 pytestmark = [pytest.mark.vllm_long, pytest.mark.timeout(1800)]
 

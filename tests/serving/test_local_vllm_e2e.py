@@ -32,9 +32,9 @@ import pytest
 from compiled_support import compile_spec
 from local_support import written_by_default
 
-from serving.local.runtime import free_port
-from serving.local.tiny_models import tiny_model
-from serving.spec import ModelSpec
+from serving.local.engine.tiny_models import tiny_model
+from serving.local.runtime.local_ray import free_port
+from serving.spec.profile import ModelSpec
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1500)]
 
@@ -110,7 +110,7 @@ class ShmWatch:
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     from transformers import AutoTokenizer
 
-    from infra.config import load_stack
+    from infra.platform.config import load_stack
 
     # The default stack as shipped: HAProxy and direct streaming are on.
     spec: ModelSpec = load_stack(STACK).profiles[MODEL]
@@ -281,9 +281,9 @@ def test_the_real_engine_exports_every_engine_metric_the_catalog_names(running: 
     ones the simulated engine exports. A request whose prompt is cached streams meanwhile
     (vLLM sets its gauges only on engine steps, Ray exports a gauge only in the first scrape
     after it is pushed, and a counter only once it has counted something)."""
-    from serving.local.observed import running as local_runs
-    from serving.metrics import ENGINE_METRICS, FAMILIES, VLLM_LABELS
-    from serving.top import scrape
+    from serving.local.runtime.observed import running as local_runs
+    from serving.observability.metrics import ENGINE_METRICS, FAMILIES, VLLM_LABELS
+    from serving.observability.top import scrape
 
     (run,) = [r for r in local_runs() if r.endpoint == running.endpoint]
     # Two KV blocks of prompt, asked twice: the second time hits vLLM's prefix cache.

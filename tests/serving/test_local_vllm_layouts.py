@@ -14,11 +14,11 @@ import httpx
 import pytest
 from compiled_support import compile_spec
 
-from serving.compiler import llm_configs_of
-from serving.loading import load_profile
-from serving.local.bench import Variant, VariantStartError, running_variant, variant_spec
-from serving.local.runtime import SESSION_PREFIX
-from serving.spec import ModelSpec
+from serving.compile.compiler import llm_configs_of
+from serving.local.bench.runner import Variant, VariantStartError, running_variant, variant_spec
+from serving.local.runtime.local_ray import SESSION_PREFIX
+from serving.spec.loading import load_profile
+from serving.spec.profile import ModelSpec
 
 pytestmark = [pytest.mark.vllm_long, pytest.mark.timeout(1800)]
 

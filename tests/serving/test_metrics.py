@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from serving import metrics
-from serving.metrics import ENGINE_METRICS, FAMILIES, RAY_PREFIX
+from serving.observability import metrics
+from serving.observability.metrics import ENGINE_METRICS, FAMILIES, RAY_PREFIX
 
 
 def _source(module: str) -> Path:

@@ -26,11 +26,11 @@ import psutil
 import pytest
 from cli_support import servestack_command
 
-from infra.config import load_stack
-from infra.monitoring import _quantile, gpu_node_minimums, queries
-from infra.platform import compile_stack, plan_platform
-from serving.local.observed import ObservedRun, running
-from serving.metrics import (
+from infra.platform.config import load_stack
+from infra.platform.monitoring import _quantile, gpu_node_minimums, queries
+from infra.platform.plan import compile_stack, plan_platform
+from serving.local.runtime.observed import ObservedRun, running
+from serving.observability.metrics import (
     ENGINE_METRICS,
     FAMILIES,
     REQUEST_LATENCY_BUCKETS_S,
@@ -40,8 +40,8 @@ from serving.metrics import (
     Family,
     metric_names,
 )
-from serving.spec import ModelSpec
-from serving.top import scrape
+from serving.observability.top import scrape
+from serving.spec.profile import ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = ("dev", "prod")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from serving import names
+from serving.spec import names
 
 
 def test_a_long_name_cut_to_a_gcp_account_id_keeps_a_hash_of_the_whole_name() -> None:

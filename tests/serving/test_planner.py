@@ -6,14 +6,14 @@ import pytest
 from planner_support import codes, spec
 
 from serving.catalog import ACCELERATORS, ARCHITECTURES, MACHINE_TYPES
-from serving.planner import (
+from serving.plan.planner import (
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     plan,
     weight_bytes_per_gpu,
 )
-from serving.rules import smallest_layout
-from serving.spec_parts import Parallelism
+from serving.plan.rules import smallest_layout
+from serving.spec.parts import Parallelism
 
 
 class TestMemory:

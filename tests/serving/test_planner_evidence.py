@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from planner_support import codes, spec
 
-from serving.accuracy import error_band
 from serving.catalog import MACHINE_TYPES
-from serving.memory import RUNTIME_COMMUNICATION_BYTES
-from serving.planner import (
+from serving.plan.accuracy import error_band
+from serving.plan.memory import RUNTIME_COMMUNICATION_BYTES
+from serving.plan.planner import (
     ALLTOALL_LATENCY_S,
     alltoall_bytes_per_rank,
     alltoall_s,
@@ -20,8 +20,8 @@ from serving.planner import (
     saturated_batch,
     weight_bytes_per_gpu,
 )
-from serving.spec_parts import Parallelism
-from serving.speed import HBM_EFFICIENCY, burst_decode_s
+from serving.plan.speed import HBM_EFFICIENCY, burst_decode_s
+from serving.spec.parts import Parallelism
 
 
 class TestAllToAll:

@@ -11,11 +11,16 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 
-from serving.cache_report import REPORT_KEY, CacheLedger, EngineView
-from serving.local.simulation import PrefixCache, chat_prompt, tokenize
-from serving.local.workloads import Workload
-from serving.precise_routing import PrecisePrefixRouter
-from serving.routing import DEFAULT_CHUNK_CHARS, DEFAULT_IMBALANCE_RATIO, chunk_hashes, request_text
+from serving.local.bench.workloads import Workload
+from serving.local.engine.simulation import PrefixCache, chat_prompt, tokenize
+from serving.router.cache_report import REPORT_KEY, CacheLedger, EngineView
+from serving.router.precise import PrecisePrefixRouter
+from serving.router.prefix_affinity import (
+    DEFAULT_CHUNK_CHARS,
+    DEFAULT_IMBALANCE_RATIO,
+    chunk_hashes,
+    request_text,
+)
 
 REPLICAS = ["r1", "r2", "r3", "r4"]
 BLOCK = 16
@@ -229,7 +234,7 @@ def test_the_text_chunk_approximation_predicts_the_engines_hits() -> None:
 def test_ideal_placement_misses_each_system_prompt_once() -> None:
     """The bench's yardstick: with words for tokens, four 160-word prompts asked 8 times each
     hit on 7 of 8 requests, on their whole block-aligned system prompt."""
-    from serving.local import prefix_bench
+    from serving.local.bench import prefix as prefix_bench
 
     workload = Workload(
         name="multi-prompt", input_tokens=170, output_tokens=1, requests=32, concurrency=1,
@@ -248,9 +253,9 @@ def test_hits_short_of_ideal_are_told_apart_by_whether_the_replica_had_the_promp
     replica that never served it (a new home, the load bound's price) or a miss on a replica
     that had (its engine evicted the prompt). Two requests of a prompt that start together and
     reach the engine in the other order cost nothing: the shares add up to the gap."""
-    from serving.local import prefix_bench
-    from serving.local.bench_stats import RequestResult
-    from serving.local.workloads import build_requests
+    from serving.local.bench import prefix as prefix_bench
+    from serving.local.bench.stats import RequestResult
+    from serving.local.bench.workloads import build_requests
 
     workload = Workload(
         name="multi-prompt", input_tokens=170, output_tokens=1, requests=12, concurrency=1,
@@ -297,8 +302,8 @@ def test_the_replica_reads_each_prompt_and_hands_the_request_on_untouched() -> N
     replica."""
     import asyncio
 
-    from serving.cache_report import REPLICA_HEADER
-    from serving.cache_server import record_prompts
+    from serving.router.cache_report import REPLICA_HEADER
+    from serving.router.cache_server import record_prompts
 
     app = FastAPI()
 
@@ -327,7 +332,7 @@ def test_the_engine_is_started_with_kv_cache_events_on_the_replicas_endpoint() -
     the events must reach that, not only the LLMConfig's engine_kwargs."""
     from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 
-    from serving.cache_server import ask_for_kv_events
+    from serving.router.cache_server import ask_for_kv_events
 
     config = LLMConfig(
         model_loading_config={"model_id": "m", "model_source": "m"},

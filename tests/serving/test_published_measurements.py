@@ -1,9 +1,9 @@
 """The planner's estimates against published vLLM measurements (`tests/calibration_set.py`).
 
-The efficiency constants in `serving.speed` were fitted on the `fit` rows; the `held` rows judge
-them. The acceptance bars for the held rows: at least 80% within ±25%, median |error| at most
+The efficiency constants in `serving.plan.speed` were fitted on the `fit` rows; the `held` rows
+judge them. The acceptance bars for the held rows: at least 80% within ±25%, median |error| at most
 15%, and no class (dense decode, MoE decode, saturation, TTFT) below 60% within ±25%. The error
-bands the CLI publishes (`serving.accuracy`) are recomputed here and must not drift.
+bands the CLI publishes (`serving.plan.accuracy`) are recomputed here and must not drift.
 
 Run with `-s` to see the table.
 """
@@ -18,9 +18,9 @@ from calibration_row import Row
 from calibration_score import CLASSES, Scored, closed_loop_queue_s, median_error, score, within
 from calibration_set import FRONTEND_RUNS, ROWS
 
-from serving.accuracy import ERROR_BANDS, ErrorBand
-from serving.placement import choose_machine
-from serving.planner import plan
+from serving.plan.accuracy import ERROR_BANDS, ErrorBand
+from serving.plan.placement import choose_machine
+from serving.plan.planner import plan
 
 _within = within
 _median = median_error

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
-from serving.ray_release import DEFAULT_RAY_IMAGE, RAY_FLOOR, image_ray_version
+from serving.catalog.ray_release import DEFAULT_RAY_IMAGE, RAY_FLOOR, image_ray_version
 
 
 @pytest.mark.parametrize(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from serving.accuracy import error_band
 from serving.catalog import MACHINE_TYPES, NODE_POOLS_ATTACH_GPU_NETWORK
-from serving.recommend import catalog_spec, recommend
-from serving.spec import ModelSpec
+from serving.plan.accuracy import error_band
+from serving.recommend.ranking import catalog_spec, recommend
+from serving.spec.profile import ModelSpec
 
 
 def llama_70b_fp8() -> ModelSpec:

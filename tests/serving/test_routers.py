@@ -8,8 +8,8 @@ import typing
 
 import pytest
 
-from serving.routers import RAY_DEFAULT_ROUTER_CLASS, ROUTERS
-from serving.spec_parts import RouterKind
+from serving.compile.routers import RAY_DEFAULT_ROUTER_CLASS, ROUTERS
+from serving.spec.parts import RouterKind
 
 
 def load(class_path: str) -> type:

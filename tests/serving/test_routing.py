@@ -9,8 +9,8 @@ from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
-from serving import routing
-from serving.routing import PrefixAffinityRouter, chunk_hashes, prompt_text
+from serving.router import prefix_affinity as routing
+from serving.router.prefix_affinity import PrefixAffinityRouter, chunk_hashes, prompt_text
 
 REPLICAS = ["r1", "r2", "r3", "r4"]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.config import available_stacks, load_stack
-from infra.platform import compile_stack, stack_objects
-from serving.secrets import credential_in, find_credentials
+from infra.platform.config import available_stacks, load_stack
+from infra.platform.plan import compile_stack, stack_objects
+from serving.spec.secrets import credential_in, find_credentials
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,9 @@ def test_a_credential_nested_anywhere_is_found_with_its_path() -> None:
     assert found == [("a.0.b", "a Hugging Face token")]
 
 
-@pytest.mark.parametrize("value", ["meta-llama/Llama-3.1-8B-Instruct", "serving.routing:X", "1"])
+@pytest.mark.parametrize(
+    "value", ["meta-llama/Llama-3.1-8B-Instruct", "serving.router.prefix_affinity:X", "1"]
+)
 def test_ordinary_values_are_not_credentials(value: str) -> None:
     assert credential_in(value, "model_source") is None
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from pack_support import pack_refusals
 
-from infra.config import load_stack
-from serving.recommend import candidate_spec, catalog_spec, recommend
-from serving.shortlist import MAX_SHOWN, TOP_FEW, shortlist
-from serving.spec import ModelSpec
+from infra.platform.config import load_stack
+from serving.recommend.ranking import candidate_spec, catalog_spec, recommend
+from serving.recommend.shortlist import MAX_SHOWN, TOP_FEW, shortlist
+from serving.spec.profile import ModelSpec
 
 ITL, TTFT = 0.05, 2.0
 

@@ -21,8 +21,8 @@ from spec_support import (
 
 from serving import catalog
 from serving.errors import ServestackError
-from serving.loading import load_profile, validate
-from serving.spec import ModelSpec
+from serving.spec.loading import load_profile, validate
+from serving.spec.profile import ModelSpec
 
 
 class TestDefaults:

@@ -16,10 +16,10 @@ from spec_support import (
     the_problem,
 )
 
-from serving import planner
 from serving.errors import ProfileValidationError, ServestackError
-from serving.loading import load_profile
-from serving.spec import ModelSpec
+from serving.plan import planner
+from serving.spec.loading import load_profile
+from serving.spec.profile import ModelSpec
 
 
 class TestQuantization:

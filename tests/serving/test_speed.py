@@ -14,11 +14,10 @@ from typing import Any
 import pytest
 
 from serving.catalog import ACCELERATORS, ARCHITECTURES
-from serving.memory import weight_bytes, weight_bytes_per_gpu
-from serving.placement import choose_machine
-from serving.planner import plan, prefill_s
-from serving.spec import ModelSpec
-from serving.speed import (
+from serving.plan.memory import weight_bytes, weight_bytes_per_gpu
+from serving.plan.placement import choose_machine
+from serving.plan.planner import plan, prefill_s
+from serving.plan.speed import (
     ATTENTION_MFU,
     EXPERT_HBM_EFFICIENCY,
     EXPERT_MFU_SHARE,
@@ -30,6 +29,7 @@ from serving.speed import (
     prompt_lengths,
     ttft_s,
 )
+from serving.spec.profile import ModelSpec
 
 TOKENS = 4096
 H100 = ACCELERATORS["h100-80gb"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from serving.metrics import engine
-from serving.top import Snapshot, figures, parse, quantile, queue_ms
+from serving.observability.metrics import engine
+from serving.observability.top import Snapshot, figures, parse, quantile, queue_ms
 
 
 def exposition(requests: int, tokens: int, ttft_under_100ms: int, ttft_total: int) -> str:

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from test_top import exposition
 
-from serving.top import watch
+from serving.observability.top import watch
 
 INTERVAL_S = 0.3
 TIMEOUT_S = 0.5

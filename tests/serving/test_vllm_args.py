@@ -1,4 +1,5 @@
-"""serving/vllm_args.py must be what scripts/generate_vllm_args.py makes from the pinned vLLM,
+"""serving/catalog/vllm_args.py must be what scripts/generate_vllm_args.py makes from the pinned
+vLLM,
 or profiles would be checked against the wrong version's arguments."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from types import ModuleType
 
 import vllm
 
-from serving.vllm_args import VLLM_VERSION
+from serving.catalog.vllm_args import VLLM_VERSION
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "generate_vllm_args.py"
 

@@ -1,0 +1,1 @@
+"""The `servestack` command line: one Typer app (`app`) and the commands it registers."""

@@ -1,0 +1,286 @@
+"""The `servestack` command line: plan models before paying for GPUs.
+
+Bad input (a stack file, a profile, a flag) ends with one message naming the file, the field and
+a fix, exit code 2, and no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from infra.cli import check_edge, report
+from infra.cli import local as cli_local
+from infra.cli.common import (
+    StackArg,
+    console,
+    errors,
+    pick,
+    positive_ms,
+)
+from infra.cli.render import check_out_dir, model_objects, render_model
+from infra.platform.config import load_stack
+from infra.platform.plan import compile_model, plan_platform
+from infra.platform.stack_config import DEFAULT_STACK
+from serving.errors import ServestackError
+from serving.plan.planner import plan
+from serving.recommend.ranking import (
+    DEFAULT_ITL_TARGET_S,
+    DEFAULT_TTFT_TARGET_S,
+    recommend,
+)
+from serving.recommend.shortlist import shortlist
+
+app = typer.Typer(
+    help="Serve LLMs on GKE with Ray Serve: plan, render and preview, offline.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Serve LLMs on GKE with Ray Serve: plan, render and preview, offline."""
+
+
+@app.command("plan")
+def plan_command(
+    stack: StackArg = DEFAULT_STACK,
+    model: Annotated[str | None, typer.Option(help="Only this model of the stack.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    recommend_model: Annotated[
+        str | None,
+        typer.Option(
+            "--recommend",
+            metavar="MODEL",
+            help="Rank machines and layouts for MODEL: a stack model or a catalog architecture.",
+        ),
+    ] = None,
+    max_itl_ms: Annotated[
+        float, typer.Option(help="Inter-token latency target for --recommend.")
+    ] = DEFAULT_ITL_TARGET_S * 1e3,
+    max_ttft_ms: Annotated[
+        float, typer.Option(help="Time-to-first-token target for --recommend.")
+    ] = DEFAULT_TTFT_TARGET_S * 1e3,
+    show_all: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="With --recommend: every candidate, refused ones with their rule."
+        ),
+    ] = False,
+) -> None:
+    """Memory, GPUs and nodes, latency and cost for each model of a stack.
+
+    Exits 1 when a model's layout cannot work (an error verdict).
+    """
+    itl_target = positive_ms(max_itl_ms, "--max-itl-ms")
+    ttft_target = positive_ms(max_ttft_ms, "--max-ttft-ms")
+    loaded = load_stack(stack)
+    prices = loaded.config.prices
+    if recommend_model is not None:
+        spec = pick(loaded.profiles, recommend_model, loaded.path, "--recommend", catalog=True)
+        ranked = recommend(spec, itl_target, ttft_target, prices)
+        if as_json:
+            print(json.dumps([c.model_dump() for c in ranked], indent=2))
+        else:
+            answer = shortlist(ranked, itl_target, ttft_target, prices, show_all=show_all)
+            report.print_recommendation(console, spec, answer, max_itl_ms, max_ttft_ms)
+        return
+    specs = (
+        [pick(loaded.profiles, model, loaded.path, "--model")]
+        if model
+        else list(loaded.profiles.values())
+    )
+    plans = [plan(spec, prices) for spec in specs]
+    if as_json:
+        print(json.dumps({"stack": stack, "plans": [p.model_dump() for p in plans]}, indent=2))
+    else:
+        for spec, model_plan in zip(specs, plans, strict=True):
+            report.print_plan(console, spec, model_plan)
+    if not all(p.ok for p in plans):
+        raise typer.Exit(1)
+
+
+@app.command("init")
+def init_command(
+    model: Annotated[
+        str,
+        typer.Argument(
+            help="A catalog model, or a Hugging Face repo (org/name) with --architecture."
+        ),
+    ],
+    stack: Annotated[str, typer.Option(help="The stack to add the model to.")] = DEFAULT_STACK,
+    architecture: Annotated[
+        str | None, typer.Option(help="The catalog architecture of a Hugging Face repo.")
+    ] = None,
+    accelerator: Annotated[
+        str | None, typer.Option(help="Only this accelerator, e.g. h100-80gb.")
+    ] = None,
+    max_model_len: Annotated[
+        int | None, typer.Option(help="Longest sequence served. [default: 8192, or less]")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Served model id and profile name. [default: from MODEL]")
+    ] = None,
+) -> None:
+    """Write stacks/models/NAME.yaml from the planner's recommendation and add it to the stack.
+
+    Never overwrites a profile. `servestack plan` and `preview` run on it at once.
+    """
+    from infra.cli.init import init_model
+
+    written = init_model(
+        model, stack, architecture=architecture, accelerator=accelerator,
+        max_model_len=max_model_len, name=name,
+    )  # fmt: skip
+    report.print_init(console, written, stack)
+
+
+@app.command("pools")
+def pools_command(
+    stack: StackArg = DEFAULT_STACK,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """The cluster and node pools `pulumi up` builds for a stack, derived and checked offline.
+
+    Exits 2, naming the file, the key and a fix, where the stack cannot be built.
+    """
+    platform = plan_platform(load_stack(stack))
+    if not as_json:
+        report.print_platform(console, platform)
+        return
+    document = platform.model_dump(mode="json")
+    for printed, pool in zip(document["gpu_pools"], platform.gpu_pools, strict=True):
+        printed.update(
+            compact=pool.compact, provisioning=pool.provisioning, node_selector=pool.node_selector
+        )
+    print(json.dumps(document, indent=2))
+
+
+@app.command("render")
+def render_command(
+    stack: StackArg = DEFAULT_STACK,
+    out: Annotated[
+        Path | None, typer.Option(help="Output directory. [default: rendered/STACK]")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Only this model of the stack.")] = None,
+) -> None:
+    """Write each model's serveConfigV2, environment, worker shapes and Kubernetes manifests.
+
+    A model whose layout cannot work is not written; the command then exits 1.
+    """
+    loaded = load_stack(stack)
+    out_dir = out if out is not None else Path("rendered") / stack
+    check_out_dir(out_dir)
+    chosen = loaded.profiles
+    if model:
+        wanted = pick(loaded.profiles, model, loaded.path, "--model")
+        chosen = {key: spec for key, spec in chosen.items() if spec is wanted}
+    plans = {profile: plan(spec, loaded.config.prices) for profile, spec in chosen.items()}
+    compiled = {
+        profile: compile_model(loaded, spec, plans[profile])
+        for profile, spec in chosen.items()
+        if plans[profile].ok
+    }
+    # Every model's objects are checked before the first file is written: a refused input
+    # leaves nothing behind.
+    for profile, model_compiled in compiled.items():
+        model_objects(model_compiled, profile, loaded)
+    failed = False
+    for profile, spec in chosen.items():
+        model_plan = plans[profile]
+        if not model_plan.ok:
+            report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: not rendered: ")
+            failed = True
+            continue
+        for path in render_model(compiled[profile], profile, loaded, out_dir):
+            console.print(f"wrote {path}", highlight=False)
+        report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: ")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command("check-edge")
+def check_edge_command(
+    url: Annotated[str, typer.Argument(help="The edge's address, e.g. https://llm.example.com.")],
+    model: Annotated[str, typer.Option(help="The served model whose route to probe.")],
+    ca_file: Annotated[
+        Path | None, typer.Option(help="CA bundle that signed the edge's certificate.")
+    ] = None,
+) -> None:
+    """After `pulumi up`: probe a model's route without a key, with a wrong key, with the key
+    under Basic and with the key in $SERVESTACK_API_KEY; exit 1 unless the gate holds."""
+    results = check_edge.check_edge(url, model, ca_file=str(ca_file) if ca_file else None)
+    for result in results:
+        answer = result.status if result.status is not None else f"no answer ({result.error})"
+        wanted = "refused" if result.probe.want_refused else "answered"
+        mark = "ok  " if result.holds else "FAIL"
+        console.print(f"{mark} {result.probe.name}: {answer} (should be {wanted})", highlight=False)
+    if not all(result.holds for result in results):
+        errors.print(f"the edge's gate does not hold for {check_edge.route_url(url, model)}")
+        raise typer.Exit(1)
+
+
+@app.command("preview")
+def preview_command(
+    stack: StackArg = DEFAULT_STACK,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    policy_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Policy settings as for `pulumi preview --policy-pack-config` (JSON).",
+        ),
+    ] = None,
+) -> None:
+    """Run the stack's Pulumi program under the mock engine and judge it with the policy pack.
+
+    No cloud account, Pulumi CLI or cluster. Exits 1 on a mandatory violation.
+    """
+    # The Pulumi SDKs take a second to import; only this command needs them.
+    from infra.deploy.preview import preview, read_policy_config
+    from policies.pack import POLICIES
+
+    overrides = read_policy_config(policy_config) if policy_config else None
+    result = preview(stack, overrides=overrides)
+    if as_json:
+        document = {
+            "stack": stack,
+            "resources": [
+                {"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent}
+                for r in result.resources
+                if r.custom
+            ],
+            "violations": [asdict(v) for v in result.violations],
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        report.print_preview(console, result, len(POLICIES))
+    if result.mandatory:
+        raise typer.Exit(1)
+
+
+# --- the local CPU data plane (serving.local) ------------------------------------------------
+
+cli_local.register(app)
+
+
+def main() -> None:
+    from infra.cli import faults as faults_cli
+
+    faults_cli.register(app)
+    try:
+        app()
+    except ServestackError as exc:
+        errors.print(Text.assemble(("error: ", "bold red"), exc.render()), highlight=False)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""`servestack bench --local`'s orchestration: which workloads and configurations run (each on its
+own local Ray), the real engine's capped prefix caches, and the bench.json document with its
+chart. The CLI checks the flags, calls `run` and prints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from infra.cli import progress
+from serving.errors import ServestackError, unknown_key_fix
+from serving.local.bench import stats as bench_stats
+from serving.local.bench.workloads import SHARED_PREFIX_WORKLOADS, WORKLOADS, default_workloads
+from serving.local.runtime.app import Engine
+from serving.spec.profile import ModelSpec
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """The bench's flags, checked by the CLI."""
+
+    engine: Engine
+    requests: int
+    concurrency: int
+    replicas: int
+    prefixes: int
+    prefix_tokens: int
+    cache_prompts: float
+    hot_share: float
+    time_scale: float
+    workloads: tuple[str, ...] = ()  # empty: all
+    variants: tuple[str, ...] = ()  # empty: all
+
+
+class BenchStartError(Exception):
+    """A configuration's application never came up; the message names it."""
+
+
+@dataclass(frozen=True)
+class BenchOutcome:
+    document: dict[str, Any]
+    reports: list[Any]
+    ratios: dict[str, float]
+
+
+def run(
+    spec: ModelSpec, options: BenchOptions, out_dir: Path, *, shown_on: Console, quiet: bool,
+    command: str,
+) -> BenchOutcome:  # fmt: skip
+    """Run every chosen configuration on the same requests; write bench.json and bench.png in
+    `out_dir`. Unknown workload or configuration names fail before anything starts."""
+    from serving.local.bench import chart
+    from serving.local.bench import prefix as prefix_bench
+    from serving.local.bench import real_engine as vllm_bench
+    from serving.local.bench import runner as bench
+    from serving.local.engine import simulation
+
+    wanted = options.workloads or tuple(WORKLOADS)
+    for name in wanted:
+        if name not in WORKLOADS:
+            raise ServestackError(
+                "command line", "--workload", f"no workload '{name}'",
+                unknown_key_fix(name, WORKLOADS, "workloads"),
+            )  # fmt: skip
+    workloads = {
+        name: w
+        for name, w in default_workloads(
+            options.requests,
+            options.concurrency,
+            options.prefixes,
+            options.prefix_tokens,
+            options.hot_share,
+        ).items()
+        if name in wanted
+    }
+    settings = None
+    if options.engine == "simulated":
+        cache_tokens = int(options.cache_prompts * (options.prefix_tokens + 50))
+        settings = simulation.settings_from_plan(
+            spec, time_scale=options.time_scale, cache_tokens=cache_tokens
+        )
+    candidates = (
+        bench.default_variants(spec)
+        if options.engine == "simulated"
+        else vllm_bench.vllm_variants()
+    )
+    named = [v.name for v in candidates]
+    for name in options.variants:
+        if name not in named:
+            raise ServestackError(
+                "command line", "--variant", f"no configuration '{name}'",
+                unknown_key_fix(name, named, "configurations"),
+            )  # fmt: skip
+    variants = [
+        v.model_copy(update={"workloads": tuple(w for w in v.workloads if w in workloads)})
+        for v in candidates
+        if not options.variants or v.name in options.variants
+    ]
+    variants = [v for v in variants if v.workloads]
+    runs = sum(len(v.workloads) for v in variants)
+    spec_of = {v.name: spec for v in variants}
+    ideal: dict[str, float] = {}  # workload -> ideal placement's hit rate
+    tokens = None  # the tiny model's chat tokens, where routers are compared on the real engine
+    if options.engine == "vllm":
+        spec_of, ideal, tokens = _vllm_router_caches(
+            spec, variants, workloads, options.cache_prompts
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    reports: list[Any] = []
+    with progress.bench_progress(shown_on, runs, quiet=quiet) as shown:
+        for variant in variants:
+            try:
+                if spec_of[variant.name] is not spec:  # the real engine's router runs
+                    reports += prefix_bench.run_routers(
+                        spec_of[variant.name], variant, workloads, options.replicas,
+                        out_dir / "logs", progress=shown, tokens=tokens,
+                    )  # fmt: skip
+                    continue
+                reports += bench.run_variant(
+                    spec_of[variant.name], variant, workloads, settings, options.replicas,
+                    out_dir / "logs", progress=shown, engine=options.engine,
+                )  # fmt: skip
+            except bench.VariantStartError as exc:
+                raise BenchStartError(f"{variant.name}: {exc}") from None
+    ratios = bench_ratios(options.engine, reports, ideal)
+    document = {
+        "command": command,
+        "model": spec.name,
+        "engine": options.engine,
+        "replicas": options.replicas,
+        "simulation": settings.model_dump() if settings is not None else None,
+        "workloads": {name: w.model_dump() for name, w in workloads.items()},
+        "variants": [v.model_dump() for v in variants],
+        "ratios": ratios,
+        "ideal_hit_rates": ideal,
+        "reports": [r.model_dump() for r in reports],
+    }
+    (out_dir / "bench.json").write_text(json.dumps(document, indent=2) + "\n")
+    chart.write_chart(reports, out_dir / "bench.png", engine=options.engine)
+    return BenchOutcome(document, reports, ratios)
+
+
+def bench_ratios(
+    engine: str, reports: Sequence[bench_stats.WorkloadReport], ideal: Mapping[str, float]
+) -> dict[str, float]:
+    """The headline ratios the bench prints and writes, from its reports and the hit rate of
+    ideal placement per workload (the real engine's capped caches only)."""
+    from serving.local.bench import prefix as prefix_bench
+    from serving.local.bench import real_engine as vllm_bench
+
+    if engine == "simulated":
+        return bench_stats.ratios(reports)
+    return vllm_bench.vllm_ratios(reports) | prefix_bench.ideal_ratios(
+        reports, ideal, vllm_bench.POWER_TWO
+    )
+
+
+def load_document(path: Path) -> tuple[dict[str, Any], list[bench_stats.WorkloadReport]]:
+    """A bench.json as the bench wrote it, with its reports read back."""
+    document = json.loads(path.read_text())
+    reports = [bench_stats.WorkloadReport.model_validate(r) for r in document["reports"]]
+    return document, reports
+
+
+def _vllm_router_caches(
+    spec: Any, variants: list[Any], workloads: Any, cache_prompts: float
+) -> tuple[dict[str, Any], dict[str, float], Any]:
+    """With the real engine, the variants that compare routers (shared-prompt workloads only)
+    get prefix caches of `cache_prompts` prompts (`num_gpu_blocks_override`); the hit rate of
+    ideal placement on each such workload, by workload name; and the tiny model's tokens."""
+    from serving.local.bench import prefix as prefix_bench
+    from serving.local.engine.tiny_models import tiny_model
+    from serving.local.runtime.app import tiny_family
+
+    shared = [workloads[w] for w in SHARED_PREFIX_WORKLOADS if w in workloads]
+    spec_of = {v.name: spec for v in variants}
+    if not shared or not cache_prompts:
+        return spec_of, {}, None
+    tokens = prefix_bench.chat_tokens(str(tiny_model(tiny_family(spec))))
+    blocks = max(prefix_bench.cache_blocks(w, spec.name, tokens, cache_prompts) for w in shared)
+    # vLLM refuses a KV cache that cannot hold one max_model_len sequence: the capped runs
+    # serve at most what their cache holds.
+    capped = spec.model_copy(
+        update={
+            "engine_args": dict(spec.engine_args) | {"num_gpu_blocks_override": blocks},
+            "max_model_len": min(spec.max_model_len, blocks * prefix_bench.BLOCK_TOKENS),
+        }
+    )
+    for variant in variants:
+        if set(variant.workloads) <= set(SHARED_PREFIX_WORKLOADS):
+            spec_of[variant.name] = capped
+    ideal = {w.name: prefix_bench.ideal_hit_rate(w, spec.name, tokens) for w in shared}
+    return spec_of, ideal, tokens

@@ -1,0 +1,325 @@
+"""Human-readable tables for the CLI (rich). The JSON output carries the same figures."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from infra.platform.plan import PlatformPlan
+from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF
+from serving.plan.accuracy import Phase, error_band
+from serving.plan.planner import GroupPlan, Plan
+from serving.recommend.shortlist import Shortlist
+from serving.spec.loading import display_path
+from serving.spec.profile import ModelSpec
+
+if TYPE_CHECKING:  # the Pulumi SDKs come with it; only `preview` needs them
+    from infra.cli.init import Initialized
+    from infra.deploy.preview import PreviewResult
+
+
+def _gib(value: int) -> str:
+    return f"{value / GIB:,.1f} GiB"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f} ms"
+
+
+def _usd(value: float | None) -> str:
+    return "—" if value is None else f"${value:,.2f}"
+
+
+def _machine(name: str, gpus_per_node: int) -> str:
+    text = f"{name} ({gpus_per_node} GPU/node)"
+    return text if MACHINE_TYPES[name].on_demand else text + ", Spot/Flex-start only"
+
+
+def _group_table(group: GroupPlan) -> Table:
+    mem, where, est, cost = group.memory, group.placement, group.estimates, group.cost
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        (
+            "layout",
+            group.parallelism.label,
+            "machine",
+            _machine(where.machine_type, where.gpus_per_node),
+        ),
+        ("usable / GPU", _gib(mem.usable_bytes), "GPUs / replica", str(where.gpus_per_replica)),
+        ("weights / GPU", _gib(mem.weights_bytes), "nodes / replica", str(where.nodes_per_replica)),
+        (
+            "activations",
+            _gib(mem.activation_bytes),
+            "replicas / node",
+            str(where.replicas_per_node or "—"),
+        ),
+        (
+            "runtime",
+            _gib(mem.runtime_overhead_bytes),
+            "replicas",
+            f"{where.min_replicas}–{where.max_replicas}",
+        ),
+        (
+            "KV cache / GPU",
+            _gib(mem.kv_cache_bytes),
+            "nodes",
+            f"{where.min_nodes}–{where.max_nodes}",
+        ),
+        ("KV / token", f"{mem.kv_cache_bytes_per_token:,} B", "TTFT", _ms(est.ttft_s)),
+        ("KV capacity", f"{mem.kv_capacity_tokens:,} tokens", "ITL (batch 1)", _ms(est.itl_s)),
+        (
+            "full-length seqs",
+            f"{mem.max_concurrent_sequences:,}",
+            f"ITL (batch {est.decode_batch})",
+            _ms(est.itl_at_batch_s),
+        ),
+        (
+            "$ / hour / replica",
+            _usd(cost.price_per_hour_usd),
+            "throughput",
+            f"{est.output_tokens_per_s:,.0f} tok/s, {est.requests_per_s:,.2f} req/s",
+        ),
+        (
+            "$ / hour at min",
+            _usd(cost.min_fleet_per_hour_usd),
+            "$ / M output tokens",
+            _usd(cost.usd_per_million_output_tokens),
+        ),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def print_plan(console: Console, spec: ModelSpec, plan: Plan) -> None:
+    status = "[green]fits[/]" if plan.ok else "[red]cannot work[/]"
+    console.rule(
+        f"[bold]{plan.model}[/]  {plan.architecture} · {plan.weights_dtype} · {plan.accelerator} · "
+        f"max_model_len {plan.max_model_len:,} · {status}"
+    )
+    console.print(
+        f"workload {spec.workload.input_tokens:,} in / {spec.workload.output_tokens:,} out tokens; "
+        f"estimates from the planner's roofline model, prices approximate ({PRICES_AS_OF} list)",
+        style="dim",
+    )
+    for group in plan.groups:
+        if len(plan.groups) > 1:
+            console.print(f"[bold]{group.role}[/]")
+        console.print(_group_table(group))
+    print_error_bands(console, spec)
+    print_verdicts(console, plan)
+    console.print()
+
+
+def print_error_bands(console: Console, spec: ModelSpec) -> None:
+    """What the planner's estimates for this kind of model measurably miss by."""
+    kind = "MoE" if spec.architecture.is_moe else "dense"
+    console.print(
+        f"measured error of the estimates for {kind} models, against held-back published vLLM "
+        "runs:",
+        style="dim",
+    )
+    shown_as: tuple[tuple[Phase, str], ...] = (
+        ("decode", "ITL"), ("ttft", "TTFT"), ("saturation", "throughput"),
+    )  # fmt: skip
+    for phase, shown in shown_as:
+        band = error_band(spec.architecture.is_moe, phase)
+        console.print(f"  {shown}: {band.describe()}", style="dim", highlight=False)
+
+
+def print_verdicts(console: Console, plan: Plan, prefix: str = "") -> None:
+    for verdict in plan.verdicts:
+        colour = "red" if verdict.severity == "error" else "yellow"
+        console.print(
+            Text.assemble(
+                prefix, (verdict.severity, colour), f" [{verdict.code}] {verdict.message}"
+            ),
+            highlight=False,
+        )
+
+
+def print_recommendation(
+    console: Console,
+    spec: ModelSpec,
+    answer: Shortlist,
+    max_itl_ms: float,
+    max_ttft_ms: float,
+) -> None:
+    """The answer first (the winner, why, what would change it), then the short list."""
+    winner = answer.winner
+    if winner is not None:
+        console.print(
+            Text.assemble(
+                ("recommended: ", "bold"),
+                (f"{winner.machine_type} ({winner.accelerator}), {winner.layout}", "bold green"),
+                f" — {winner.gpus_per_replica} GPU(s) per replica, "
+                f"{_usd(winner.usd_per_million_output_tokens)} per million output tokens, "
+                f"TTFT {_ms(winner.ttft_s)}, ITL {_ms(winner.itl_at_batch_s)} at its batch",
+            ),
+            highlight=False,
+        )
+    else:
+        console.print(Text("no recommendation", style="bold red"), highlight=False)
+    console.print(Text.assemble(("why: ", "bold"), answer.why), highlight=False)
+    if answer.changes:
+        console.print(Text("what would change it:", style="bold"), highlight=False)
+        for change in answer.changes:
+            console.print(f"  - {change}", highlight=False)
+    table = Table(
+        title=(
+            f"{spec.name}: machines and layouts by $ per million output tokens "
+            f"(ITL ≤ {max_itl_ms:g} ms, TTFT ≤ {max_ttft_ms:g} ms; workload "
+            f"{spec.workload.input_tokens}/{spec.workload.output_tokens} tokens)"
+        )
+    )
+    for column in ("#", "machine", "layout", "GPUs", "$/M tok", "TTFT", "ITL", "tok/s", "why"):
+        table.add_column(column, overflow="fold")
+    for candidate in answer.shown:
+        reason = candidate.reason
+        if candidate.refused_by is not None:
+            reason = f"refused [{candidate.refused_by}]: {reason}"
+        table.add_row(
+            f"{candidate.rank}=" if candidate.tie else str(candidate.rank),
+            candidate.machine_type,
+            candidate.layout,
+            str(candidate.gpus_per_replica),
+            _usd(candidate.usd_per_million_output_tokens),
+            _ms(candidate.ttft_s),
+            _ms(candidate.itl_at_batch_s),
+            f"{candidate.output_tokens_per_s:,.0f}",
+            Text(reason),  # a rule's code in brackets is text, not rich markup
+            style="green" if candidate is winner else None,
+        )
+    if answer.shown:
+        console.print(table)
+    if answer.not_shown:
+        console.print(answer.not_shown, style="dim", highlight=False)
+    band = error_band(spec.architecture.is_moe, "saturation")
+    console.print(
+        f"$/M tok follows the throughput estimate, whose measured error for "
+        f"{'MoE' if spec.architecture.is_moe else 'dense'} models is {band.describe()}; "
+        "rows marked '=' cost within that band of the winner: a tie.",
+        style="dim",
+        highlight=False,
+    )
+
+
+def print_init(console: Console, written: Initialized, stack: str) -> None:
+    choice = written.choice
+    console.print(f"wrote {display_path(written.profile)}", highlight=False)
+    console.print(
+        f"added {written.spec.name} to servestack:models in {display_path(written.stack)}",
+        highlight=False,
+    )
+    console.print(
+        f"  {choice.machine_type} ({choice.accelerator}), {choice.layout}, "
+        f"{choice.gpus_per_replica} GPU(s) per replica, "
+        f"{_usd(choice.usd_per_million_output_tokens)} per million output tokens"
+        + ("" if choice.meets_targets else " — misses the default latency targets"),
+        highlight=False,
+    )
+    console.print(
+        f"next: servestack plan {stack} --model {written.spec.name}; servestack preview {stack}",
+        highlight=False,
+    )
+
+
+def print_platform(console: Console, platform: PlatformPlan) -> None:
+    cluster = platform.cluster
+    kind = "zonal" if cluster.cluster_zone else "regional"
+    networks = ", ".join(map(str, cluster.master_authorized_networks)) or "none (API closed)"
+    console.rule(
+        f"[bold]{platform.stack}[/]  {cluster.project} · {kind} cluster in {cluster.location}"
+    )
+    console.print(
+        f"release channel {cluster.release_channel} · private nodes · Workload Identity · "
+        f"control plane reachable from: {networks}"
+    )
+    table = Table()
+    for column in ("pool", "machine", "GPUs", "nodes", "placement"):
+        table.add_column(column, no_wrap=True)
+    for column in ("zones", "obtained", "serves"):
+        table.add_column(column, overflow="fold")
+    system = platform.system_pool
+    table.add_row(
+        "system", system.machine_type, "—", f"{system.min_nodes}–{system.max_nodes}", "—",
+        "the cluster's", "on-demand", "CPU pods",
+    )  # fmt: skip
+    for pool in platform.gpu_pools:
+        machine = pool.machine
+        obtained = pool.provisioning
+        if pool.reservation_affinity != "none":
+            obtained += f", reservation: {pool.reservation_affinity}"
+        table.add_row(
+            "gpu",
+            pool.machine_type,
+            f"{machine.gpus_per_node}× {machine.accelerator}",
+            f"{pool.min_nodes}–{pool.max_nodes}",
+            "compact" if pool.compact else "spread",
+            ", ".join(pool.zones),
+            obtained,
+            ", ".join(pool.models),
+        )
+    console.print(table)
+    for pool in platform.gpu_pools:
+        reserved = f", reservations hold {pool.reserved_nodes}" if pool.reserved_nodes else ""
+        console.print(
+            f"{pool.machine_type}: {pool.max_nodes} nodes at most = "
+            f"{pool.max_nodes - pool.upgrade_room_nodes} at max_replicas + "
+            f"{pool.upgrade_room_nodes} for a RayService upgrade's new cluster{reserved}"
+        )
+    print_pod_fits(console, platform)
+
+
+def print_pod_fits(console: Console, platform: PlatformPlan) -> None:
+    """Every kind of pod against what one node of its pool holds for pods."""
+    table = Table(title="pods against their nodes (requests / room per node)")
+    for column in ("pod", "pool", "machine", "count", "CPU", "memory", "fits"):
+        table.add_column(column, no_wrap=column != "pod")
+    for pod in platform.pods:
+        table.add_row(
+            pod.pod, pod.pool, pod.machine_type, str(pod.count),
+            f"{pod.cpus:g} / {pod.node_cpus:g}",
+            f"{_gib(pod.memory_bytes)} / {_gib(pod.node_memory_bytes)}",
+            "yes" if pod.fits else "[red]NO[/]",
+        )  # fmt: skip
+    console.print(table)
+
+
+def print_preview(console: Console, result: PreviewResult, policies: int) -> None:
+    """Resources grouped by the component that registered them, then every violation."""
+    console.rule(
+        f"[bold]servestack preview {result.stack}[/]  the Pulumi program under the mock engine · "
+        f"{sum(1 for r in result.resources if r.custom)} resources · {policies} policies"
+    )
+    for component, resources in result.components().items():
+        console.print(Text(component, style="bold"))
+        for resource in resources:
+            console.print(Text.assemble("  ", (resource.type, "dim"), "  ", resource.name))
+    console.print()
+    if not result.violations:
+        console.print("[green]no policy violations[/]")
+        return
+    for violation in result.violations:
+        colour = "red" if violation.enforcement == "mandatory" else "yellow"
+        where = violation.resource.rsplit("::", 1)[-1]
+        prefix = "" if violation.message.startswith(where) else f"{where}: "
+        console.print(
+            Text.assemble(
+                (violation.enforcement, colour), f" [{violation.policy}] {prefix}",
+                violation.message,
+            ),
+            highlight=False,
+        )  # fmt: skip
+        console.print(Text(f"  fix: {violation.remediation}", style="dim"), highlight=False)
+    mandatory = len(result.mandatory)
+    console.print(
+        f"{mandatory} mandatory, {len(result.violations) - mandatory} advisory violation(s)"
+    )

@@ -1,0 +1,1 @@
+"""The Pulumi program and its components: registration only."""

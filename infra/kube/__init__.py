@@ -1,0 +1,1 @@
+"""The Pulumi-free Kubernetes layer: each model's objects as plain-dict manifests."""

@@ -1,0 +1,352 @@
+"""The frozen specs of the platform's components: the network, the cluster, the system node pool
+and one GPU node pool per machine type. Each spec's validators hold that component's invariants
+(private, disjoint ranges; a control plane never open to the world; pool bounds, zones and
+provisioning that GKE accepts); a stack that breaks one gets a `ServestackError` naming the file,
+the key and a fix. `infra.platform.plan` derives the specs from a stack; the components in
+`infra/deploy/components/` turn them into resources."""
+
+from __future__ import annotations
+
+import math
+import re
+from ipaddress import IPv4Network
+from itertools import combinations
+
+from pydantic import Field, field_validator, model_validator
+
+from infra.platform.stack_config import (
+    NAMESPACE,
+    GpuPoolOptions,
+    KubeRayInstall,
+    MaintenanceExclusion,
+    ReleaseChannel,
+)
+from serving import catalog
+from serving.catalog import MachineType
+from serving.compile.scheduling import gpu_node_selector
+from serving.errors import FixableValueError
+from serving.frozen import Frozen
+from serving.spec.exposure import SMALLEST_AUTHORIZED_PREFIX, too_wide
+
+_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+_CLOCK = re.compile(r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+_MACHINE_TYPE = re.compile(r"^[a-z][a-z0-9]*-[a-z0-9-]+$")
+
+
+class NetworkSpec(Frozen):
+    """The VPC: one subnet in the region, with secondary ranges for pods and services.
+
+    Invariants: every range is private (RFC 1918), no two ranges overlap, and the control
+    plane's range is the /28 GKE requires.
+    """
+
+    region: str
+    subnet_cidr: IPv4Network
+    pods_cidr: IPv4Network
+    services_cidr: IPv4Network
+    control_plane_cidr: IPv4Network
+
+    @model_validator(mode="after")
+    def _private_and_disjoint(self) -> NetworkSpec:
+        ranges = {
+            "subnet_cidr": self.subnet_cidr,
+            "pods_cidr": self.pods_cidr,
+            "services_cidr": self.services_cidr,
+            "control_plane_cidr": self.control_plane_cidr,
+        }
+        for name, cidr in ranges.items():
+            if not cidr.is_private:
+                raise FixableValueError(
+                    f"{cidr} is not a private range; nodes, pods and services stay off the "
+                    "internet",
+                    "use a range inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16",
+                    field=name,
+                )
+        for (one, first), (other, second) in combinations(ranges.items(), 2):
+            if first.overlaps(second):
+                raise FixableValueError(
+                    f"{first} overlaps {other} ({second})",
+                    f"give {one} and {other} disjoint ranges",
+                    field=one,
+                )
+        if self.control_plane_cidr.prefixlen != 28:
+            raise FixableValueError(
+                f"{self.control_plane_cidr} is a /{self.control_plane_cidr.prefixlen}; GKE "
+                "gives the control plane exactly a /28",
+                "use a /28, e.g. 172.16.0.0/28",
+                field="control_plane_cidr",
+            )
+        return self
+
+
+class ClusterSpec(Frozen):
+    """A private, regional or zonal GKE Standard cluster.
+
+    Invariants: a zonal cluster's zone is in the region, and the control plane is never open to
+    a block wider than `serving.spec.exposure` allows unless the stack says so explicitly.
+    """
+
+    project: str
+    region: str
+    cluster_zone: str | None = None
+    release_channel: ReleaseChannel = "REGULAR"
+    master_authorized_networks: tuple[IPv4Network, ...] = ()
+    allow_public_control_plane: bool = False
+    deletion_protection: bool = True
+    maintenance_window_start: str = "03:00"
+    maintenance_exclusions: tuple[MaintenanceExclusion, ...] = ()
+    kuberay_install: KubeRayInstall = "helm"
+    binary_authorization: bool = True
+
+    @field_validator("maintenance_window_start")
+    @classmethod
+    def _clock(cls, value: str) -> str:
+        if not _CLOCK.fullmatch(value):
+            raise FixableValueError(
+                f"'{value}' is not a time of day", "write HH:MM in UTC, e.g. '03:00'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _located_and_closed(self) -> ClusterSpec:
+        zone = self.cluster_zone
+        outside = zone is not None and catalog.region_of(zone) != self.region
+        if zone is not None and (not _ZONE.fullmatch(zone) or outside):
+            raise FixableValueError(
+                f"'{zone}' is not a zone of gcp:region {self.region}",
+                f"use a zone such as {self.region}-a, or unset it for a regional cluster",
+                field="cluster_zone",
+            )
+        wide = too_wide(self.master_authorized_networks)
+        if wide and not self.allow_public_control_plane:
+            raise FixableValueError(
+                f"{wide[0]} opens the control plane to a /{wide[0].prefixlen}, wider than the "
+                f"/{SMALLEST_AUTHORIZED_PREFIX} the policy pack accepts: as good as the internet",
+                "list the CIDR blocks of your offices, VPN or CI runners instead (e.g. "
+                "203.0.113.7/32); if you really mean it, also set "
+                f"{NAMESPACE}:allow_public_control_plane: true",
+                field="master_authorized_networks",
+            )
+        return self
+
+    @property
+    def location(self) -> str:
+        """Where GKE runs the control plane: the zone of a zonal cluster, else the region."""
+        return self.cluster_zone or self.region
+
+
+class SystemPoolSpec(Frozen):
+    """The CPU pool for what is not a model: Ray heads, the ingress, operators.
+
+    Invariants: at most as many nodes at minimum as at maximum, and a CPU machine type (a GPU
+    machine would spend GPUs on pods that cannot use them).
+    """
+
+    machine_type: str
+    min_nodes: int = Field(ge=0)
+    max_nodes: int = Field(ge=1)
+
+    @field_validator("machine_type")
+    @classmethod
+    def _cpu_machine(cls, value: str) -> str:
+        if value in catalog.MACHINE_TYPES:
+            raise FixableValueError(
+                f"{value} is a GPU machine type; the system pool runs CPU pods only",
+                "use a CPU machine type such as e2-standard-4 or n2-standard-8",
+            )
+        if not _MACHINE_TYPE.fullmatch(value):
+            raise FixableValueError(
+                f"'{value}' is not a GCE machine type name", "use a name such as e2-standard-4"
+            )
+        if value not in catalog.CPU_MACHINE_TYPES:
+            # Unknown, its allocatable cannot be checked against the heads and the edge.
+            raise FixableValueError(
+                f"{value} is not in the catalog of CPU machine types, so no pod can be "
+                "checked against it",
+                "use one of: " + ", ".join(catalog.CPU_MACHINE_TYPES),
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SystemPoolSpec:
+        if self.min_nodes > self.max_nodes:
+            raise FixableValueError(
+                f"the minimum ({self.min_nodes} nodes) is above the maximum ({self.max_nodes})",
+                f"raise the maximum to at least {self.min_nodes}, or lower the minimum",
+                field="min_nodes",
+            )
+        return self
+
+
+class GpuPoolSpec(GpuPoolOptions):
+    """One GPU node pool: the nodes of one machine type for every model planned onto it.
+
+    Invariants: node bounds are ordered; every zone is in the region and stocks the GPU; compact
+    placement (wherever a replica spans nodes, or the stack asks) means exactly one zone; Spot,
+    flex-start and queued provisioning do not mix and take no reservation; queued provisioning
+    starts no node by itself and cannot be compact; a machine type GCP does not sell on demand
+    is obtained through Spot, flex-start or queued provisioning.
+    """
+
+    machine_type: str
+    region: str
+    min_nodes: int = Field(ge=0, description="Sum of the plans' minimum nodes on this type.")
+    max_nodes: int = Field(
+        ge=1,
+        description="Sum of the plans' maximum nodes on this type, plus the upgrade room.",
+    )
+    upgrade_room_nodes: int = Field(
+        default=0,
+        ge=0,
+        description="Nodes a RayService upgrade (NewCluster) adds on top: the new cluster's "
+        "workers at the largest model's minimum, while the old one still serves.",
+    )
+    replicas_span_nodes: bool = Field(
+        default=False, description="Some replica needs more than one node of this type."
+    )
+    models: tuple[str, ...] = Field(default=(), description="The models planned onto it.")
+
+    @field_validator("machine_type")
+    @classmethod
+    def _known_machine(cls, value: str) -> str:
+        catalog.machine_type(value)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GpuPoolSpec:
+        self._check_bounds()
+        self._check_zones()
+        self._check_provisioning()
+        return self
+
+    def _check_bounds(self) -> None:
+        if self.min_nodes > self.max_nodes:
+            raise FixableValueError(
+                f"the plans need at least {self.min_nodes} {self.machine_type} nodes but allow "
+                f"at most {self.max_nodes}",
+                "check the models' autoscaling.min_replicas and max_replicas",
+                field="min_nodes",
+            )
+
+    def _check_zones(self) -> None:
+        stocking = catalog.zones_offering(self.machine.gke_accelerator, self.region)
+        gpu = f"{self.machine.gke_accelerator} ({self.machine_type})"
+        if not self.zones:
+            raise FixableValueError(
+                f"the {self.machine_type} pool has no zone",
+                f"list zones of {self.region} that stock {gpu}: {', '.join(stocking)}",
+                field="zones",
+            )
+        for zone in self.zones:
+            if catalog.region_of(zone) != self.region:
+                raise FixableValueError(
+                    f"{zone} is not in gcp:region {self.region}",
+                    f"use zones of {self.region}: {', '.join(stocking) or 'none stock it'}",
+                    field="zones",
+                )
+            if zone not in stocking:
+                raise FixableValueError(
+                    f"{zone} does not stock {gpu}",
+                    f"use a zone that does: {', '.join(stocking)}",
+                    field="zones",
+                )
+        if self.compact and len(self.zones) != 1:
+            why = "a replica spans nodes" if self.replicas_span_nodes else "compact_placement"
+            raise FixableValueError(
+                f"compact placement ({why}) keeps a pool in one zone, not {len(self.zones)}",
+                f"list one zone, e.g. zones: [{self.zones[0]}]",
+                field="zones",
+            )
+
+    def _check_provisioning(self) -> None:
+        if self.spot and (self.flex_start or self.queued_provisioning):
+            raise FixableValueError(
+                "spot does not combine with flex_start or queued_provisioning",
+                "choose one way to obtain the nodes",
+                field="spot",
+            )
+        if (self.flex_start or self.queued_provisioning) and self.reservation_affinity != "none":
+            raise FixableValueError(
+                "flex-start and queued provisioning take capacity as it frees up, never from "
+                "a reservation",
+                "set reservation_affinity: none, or drop flex_start / queued_provisioning",
+                field="reservation_affinity",
+            )
+        if (self.reservation_affinity == "specific") != bool(self.reservations):
+            raise FixableValueError(
+                "reservations name the reservations of reservation_affinity: specific, and "
+                "only of it",
+                "set both (reservation_affinity: specific and reservations: [name]) or neither",
+                field="reservations",
+            )
+        if self.spot_shutdown_grace_s is not None and not self.spot:
+            raise FixableValueError(
+                "spot_shutdown_grace_s is the notice of a preempted Spot node; this pool is "
+                f"{self.provisioning}",
+                "drop spot_shutdown_grace_s, or set spot: true",
+                field="spot_shutdown_grace_s",
+            )
+        if self.reservation_affinity == "specific" and self.reserved_nodes is None:
+            raise FixableValueError(
+                "a pool bound to specific reservations must say how many VMs they hold, or "
+                "its upgrade room cannot be checked",
+                "set reserved_nodes to the reservations' VM count",
+                field="reserved_nodes",
+            )
+        if self.queued_provisioning and self.compact:
+            raise FixableValueError(
+                "queued provisioning cannot use compact placement, which this pool needs"
+                + (" because a replica spans nodes" if self.replicas_span_nodes else ""),
+                "drop queued_provisioning (flex_start: true obtains nodes in a similar way)",
+                field="queued_provisioning",
+            )
+        if self.queued_provisioning and self.min_nodes:
+            raise FixableValueError(
+                f"queued provisioning starts nodes only for ProvisioningRequests, but "
+                f"{', '.join(self.models) or 'the plans'} keep {self.min_nodes} node(s) up",
+                "set autoscaling.min_replicas: 0 in those profiles, or drop queued_provisioning",
+                field="queued_provisioning",
+            )
+        if not self.machine.on_demand and self.provisioning == "on-demand":
+            raise FixableValueError(
+                f"GCP sells {self.machine_type} only as Spot, flex-start or queued "
+                "provisioning, not on demand",
+                "set spot: true (or flex_start: true or queued_provisioning: true), or set the "
+                "profiles' machine_type to a size sold on demand such as "
+                f"{self._on_demand_sibling()}",
+                field="spot",
+            )
+
+    def _on_demand_sibling(self) -> str:
+        siblings = [m.name for m in catalog.machines_for(self.machine.accelerator) if m.on_demand]
+        return siblings[0] if siblings else "another machine type"
+
+    @property
+    def machine(self) -> MachineType:
+        return catalog.MACHINE_TYPES[self.machine_type]
+
+    @property
+    def compact(self) -> bool:
+        """A replica spanning nodes talks between them over the network at every step;
+        compact placement puts the pool's nodes close together so that hop stays short."""
+        if self.compact_placement is not None:
+            return self.compact_placement
+        return self.replicas_span_nodes
+
+    @property
+    def provisioning(self) -> str:
+        if self.spot:
+            return "spot"
+        if self.queued_provisioning:
+            return "queued" + (" flex-start" if self.flex_start else "")
+        return "flex-start" if self.flex_start else "on-demand"
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        return gpu_node_selector(self.machine_type)
+
+    @property
+    def initial_nodes_per_zone(self) -> int:
+        """GKE starts a pool with this many nodes in each of its zones; the autoscaler then
+        holds the total between min_nodes and max_nodes."""
+        return math.ceil(self.min_nodes / len(self.zones))

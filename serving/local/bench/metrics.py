@@ -1,0 +1,95 @@
+"""The engine's own metrics over a benchmark's load: what the dashboard and `servestack top`
+would show for the same requests.
+
+The benchmark scrapes the local run's Ray (its registration in `serving.local.runtime.observed`)
+once the warm-up's requests show in the engine's counters and again once the load's do, and turns
+the difference into the dashboard's figures with `serving.observability.top`'s arithmetic:
+prefix-cache hit rate, time queued for a batch and TTFT, percentiles as Prometheus interpolates
+them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from serving.frozen import Frozen
+from serving.local.runtime.observed import running
+from serving.observability import top
+from serving.observability.metrics import engine as engine_metric
+
+
+class EngineFigures(Frozen):
+    """The engine's metrics over one workload's load, as the dashboard computes them."""
+
+    requests: int = Field(description="Requests the engine finished during the load.")
+    prefix_hit_rate: float | None = Field(description="Prefix-cache hits / queries, in tokens.")
+    queue_p99_s: float | None = Field(
+        description="99th percentile of the time a request waited for a batch (vLLM's buckets "
+        "start at 0.3 s: below that, only that bound is known)."
+    )
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+
+
+# Ray's processes push metrics every second on a local run; a few pushes is plenty.
+SETTLE_TIMEOUT_S = 30.0
+SETTLE_POLL_S = 0.5
+
+
+def metrics_urls(endpoint: str) -> list[str]:
+    """The metrics endpoints of the local run serving `endpoint` (none for a bare vLLM)."""
+    return [url for run in running() if run.endpoint == endpoint for url in run.metrics.values()]
+
+
+def finished(snapshot: top.Snapshot, model: str) -> float:
+    """Requests the engine has finished for `model`, by its own counter."""
+    name = engine_metric("vllm:request_success")
+    return sum(
+        value
+        for (series, labels), value in snapshot.samples.items()
+        if series == name and dict(labels).get("model_name") == model
+    )
+
+
+def settled(urls: Sequence[str], model: str, at_least: int) -> top.Snapshot | None:
+    """A scrape once the engine's metrics count `at_least` finished requests: Ray exports what
+    its processes pushed, so requests just answered may not show yet. None if they never do."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while True:
+        try:
+            snapshot = top.snapshot(urls)
+        except top.SCRAPE_ERRORS:  # a slow or stuck metrics agent: ask again
+            snapshot = None
+        if snapshot is not None and finished(snapshot, model) >= at_least:
+            return snapshot
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(SETTLE_POLL_S)
+
+
+def engine_figures(before: top.Snapshot, after: top.Snapshot, model: str) -> EngineFigures | None:
+    """The dashboard's figures for `model` between two scrapes."""
+    rows = [row for row in top.figures(before, after) if row.model == model]
+    if not rows:
+        return None
+    (row,) = rows
+    return EngineFigures(
+        requests=round(finished(after, model) - finished(before, model)),
+        prefix_hit_rate=row.prefix_hit_rate,
+        queue_p99_s=row.queue_p99_s,
+        ttft_p50_s=row.ttft_p50_s,
+        ttft_p99_s=row.ttft_p99_s,
+    )
+
+
+def figures_after(
+    urls: Sequence[str], model: str, before: top.Snapshot | None, answered: int
+) -> EngineFigures | None:
+    """The engine's figures from `before` to once it counts the `answered` requests more."""
+    if before is None:
+        return None
+    after = settled(urls, model, round(finished(before, model)) + answered)
+    return None if after is None else engine_figures(before, after, model)

@@ -1,0 +1,359 @@
+"""The local benchmark: one model's application under several configurations, side by side.
+
+Each configuration (fast paths on or off, a router) is the profile's spec with that one thing
+changed, compiled by `serving.compile.compiler` and run by `serving.local.runtime.local_ray` in its
+own process (Ray reads the fast-path variables when its processes start). A bounded asyncio load
+generator sends the same requests to each over loopback and measures what a client sees: request
+throughput, output tokens/s, time to first token, inter-token latency. The simulated engine
+reports which replica served a request and how many prompt tokens hit its prefix cache.
+
+The engine's own metrics, scraped from the run's Ray before and after the load, give what the
+dashboard and `servestack top` show for the same requests (`serving.observability.top`'s
+arithmetic): prefix-cache hit rate, time queued for a batch, TTFT percentiles as Prometheus
+interpolates them. The report's hit rate is the engine's wherever it exports metrics.
+
+Numbers are from a simulated engine on a CPU: they measure Ray Serve's side of serving (proxy,
+routing, streaming) under the planner's engine timings, not a GPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import Field
+
+from serving.frozen import Frozen
+from serving.local.bench.metrics import figures_after, metrics_urls, settled
+from serving.local.bench.stats import RequestResult, WorkloadReport, summarize
+from serving.local.bench.workloads import (
+    SHARED_PREFIX_WORKLOADS,
+    WORKLOADS,
+    Workload,
+    WorkloadName,
+    build_requests,
+)
+from serving.local.engine.simulation import SimulationSettings
+from serving.local.runtime import cleanup
+from serving.local.runtime.app import Engine
+from serving.local.runtime.local_ray import READY_PREFIX
+from serving.local.runtime.progress import QUIET, STATE_PREFIX, RunProgress
+from serving.router.cache_report import REPLICA_HEADER
+from serving.spec.parts import Autoscaling, FastPaths, Router, RouterKind
+from serving.spec.profile import ModelSpec
+
+
+class Variant(Frozen):
+    """One configuration: the profile with its fast paths and router set as named."""
+
+    name: str
+    fast_paths: bool
+    router: RouterKind
+    workloads: tuple[WorkloadName, ...]
+    replicas: int | None = Field(
+        default=None, ge=1, description="Replicas of this variant; None: the bench's number."
+    )
+    bare_vllm: bool = Field(
+        default=False, description="A bare vLLM server with the same engine arguments, no Ray."
+    )
+
+
+def default_variants(spec: ModelSpec) -> list[Variant]:
+    """Fast paths on against off (power of two on both, so only the data path differs); Ray's
+    prefix affinity and servestack's (serving.router.prefix_affinity) against power of two, fast
+    paths on."""
+    return [
+        Variant(
+            name="fast-paths-on/power-of-two",
+            fast_paths=True,
+            router="power_of_two",
+            workloads=WORKLOADS,
+        ),
+        Variant(
+            name="fast-paths-off/power-of-two",
+            fast_paths=False,
+            router="power_of_two",
+            workloads=("decode-heavy", "prefill-heavy"),
+        ),
+        Variant(
+            name="fast-paths-on/prefix-affinity",
+            fast_paths=True,
+            router="prefix_affinity",
+            workloads=SHARED_PREFIX_WORKLOADS,
+        ),
+        Variant(
+            name="fast-paths-on/servestack-prefix-affinity",
+            fast_paths=True,
+            router="servestack_prefix_affinity",
+            workloads=SHARED_PREFIX_WORKLOADS,
+        ),
+    ]
+
+
+def variant_spec(spec: ModelSpec, variant: Variant, replicas: int) -> ModelSpec:
+    """The profile with the variant's fast paths and router, at a fixed number of replicas (an
+    autoscaler on a benchmark would change two things at once)."""
+    fast = spec.fast_paths if variant.fast_paths else FastPaths(
+        haproxy=False, direct_streaming=False, throughput_optimized=False, ray_v2_executor=False
+    )  # fmt: skip
+    router = spec.router if variant.router == spec.router.kind else Router(kind=variant.router)
+    autoscaling = Autoscaling(
+        min_replicas=replicas,
+        max_replicas=replicas,
+        target_ongoing_requests=spec.autoscaling.target_ongoing_requests,
+    )
+    data = spec.model_dump() | {
+        "fast_paths": fast.model_dump(),
+        "router": router.model_dump(),
+        "autoscaling": autoscaling.model_dump(),
+    }
+    return ModelSpec.model_validate(data)
+
+
+# --- requests -------------------------------------------------------------------------------
+
+
+async def _one(
+    client: httpx.AsyncClient, endpoint: str, body: dict[str, Any], index: int
+) -> RequestResult:
+    start = time.perf_counter()
+    ttft, last, gaps, tokens = None, start, [], 0
+    usage: dict[str, Any] = {}
+    replica = None
+    try:
+        async with client.stream("POST", f"{endpoint}/v1/chat/completions", json=body) as response:
+            if response.status_code != 200:
+                text = (await response.aread()).decode(errors="replace")[:300]
+                return RequestResult(
+                    ok=False, error=f"HTTP {response.status_code}: {text}",
+                    start_s=start, end_s=time.perf_counter(), index=index,
+                )  # fmt: skip
+            # servestack's reporting server names its replica (vLLM's fingerprint does not)
+            named = response.headers.get(REPLICA_HEADER)
+            async for line in response.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                replica = named or chunk.get("system_fingerprint") or replica
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                for choice in chunk.get("choices", []):
+                    if choice.get("delta", {}).get("content"):
+                        now = time.perf_counter()
+                        if ttft is None:
+                            ttft = now - start
+                        else:
+                            gaps.append(now - last)
+                        last, tokens = now, tokens + 1
+    except (httpx.HTTPError, ValueError) as exc:
+        return RequestResult(
+            ok=False, error=f"{type(exc).__name__}: {exc}",
+            start_s=start, end_s=time.perf_counter(), index=index,
+        )  # fmt: skip
+    details = usage.get("prompt_tokens_details") or {}
+    return RequestResult(
+        ok=True,
+        start_s=start,
+        end_s=time.perf_counter(),
+        ttft_s=ttft,
+        token_gaps_s=gaps,
+        output_tokens=tokens,
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        cached_tokens=int(details.get("cached_tokens") or 0),
+        replica=replica,
+        index=index,
+    )
+
+
+async def run_load(
+    endpoint: str,
+    requests: Sequence[dict[str, Any]],
+    concurrency: int,
+    on_done: Callable[[], None] | None = None,
+    timeout_s: float = 600.0,
+) -> tuple[list[RequestResult], float]:
+    """Send the requests with at most `concurrency` in flight; returns results and wall time."""
+    queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
+    for index, body in enumerate(requests):
+        queue.put_nowait((index, body))
+    results: list[RequestResult] = []
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as client:
+
+        async def worker() -> None:
+            while True:
+                try:
+                    index, body = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                results.append(await _one(client, endpoint, body, index))
+                if on_done is not None:
+                    on_done()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return results, time.perf_counter() - start
+
+
+# --- one configuration in its own process --------------------------------------------------
+
+
+@contextlib.contextmanager
+def running_variant(
+    spec: ModelSpec,
+    settings: SimulationSettings | None,
+    log_path: Path,
+    ready_timeout_s: float = 600.0,
+    engine: Engine = "simulated",
+    on_state: Callable[[str], None] | None = None,
+    on_stopped: Callable[[int, list[int]], None] | None = None,
+) -> Iterator[str]:
+    """Start `python -m serving.local.runtime.local_ray` for the spec; yield its endpoint; stop it.
+    Its output (Ray's and Serve's logs) goes to `log_path`; `on_state` hears the steps it
+    reports while it starts and stops; `on_stopped` hears how the runtime exited (its exit
+    code) and which processes of its run were still left after it, ended here."""
+    command = [
+        sys.executable,
+        "-m",
+        "serving.local.runtime.local_ray",
+        json.dumps(spec.model_dump(mode="json")),
+        "null" if settings is None else settings.model_dump_json(),
+        engine,
+    ]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("w") as log:
+        # The runtime ends what its run started; its supervision (the run's mark, which the
+        # runtime's run keeps, and a session of its own) is for what it cannot end: whatever is
+        # left should it be killed or its clean-up overrun.
+        child: cleanup.Supervised | None = None
+        reader: _Reader | None = None
+        try:
+            with cleanup.supervised(
+                command, stdout=subprocess.PIPE, stderr=log, text=True
+            ) as child:
+                reader = _Reader(child.process, on_state)
+                yield reader.await_ready(ready_timeout_s, log_path)
+        finally:
+            if reader is not None:
+                reader.join()
+            if child is not None:
+                if child.ended:
+                    print(f"ended {len(child.ended)} processes the local run left behind", file=log)
+                if on_stopped is not None:
+                    on_stopped(child.process.returncode, child.ended)
+
+
+class VariantStartError(RuntimeError):
+    """A configuration's local application did not come up."""
+
+
+class _Reader:
+    """Reads a runtime's stdout to its end: its ready line (the endpoint) and its states."""
+
+    def __init__(
+        self, process: subprocess.Popen[str], on_state: Callable[[str], None] | None
+    ) -> None:
+        self.process = process
+        self.on_state = on_state
+        self.endpoint: str | None = None
+        self.done = threading.Event()  # the ready line came, or the output ended
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith(READY_PREFIX):
+                self.endpoint = line[len(READY_PREFIX) :].strip()
+                self.done.set()
+            elif line.startswith(STATE_PREFIX) and self.on_state is not None:
+                self.on_state(line[len(STATE_PREFIX) :].strip())
+        self.done.set()
+
+    def await_ready(self, timeout_s: float, log_path: Path) -> str:
+        self.done.wait(timeout_s)
+        if self.endpoint is not None:
+            return self.endpoint
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+        ended = self.process.poll() is not None
+        state = "exited" if ended else f"not ready after {timeout_s:.0f} s"
+        raise VariantStartError(f"the local application {state}; {log_path}: " + " | ".join(tail))
+
+    def join(self) -> None:
+        """After the process ended: its last states are told before the caller goes on."""
+        self.thread.join(5.0)
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+WARMUP_REQUESTS = 4
+
+
+def run_variant(
+    spec: ModelSpec,
+    variant: Variant,
+    workloads: dict[WorkloadName, Workload],
+    settings: SimulationSettings | None,
+    replicas: int,
+    log_dir: Path,
+    progress: RunProgress = QUIET,
+    engine: Engine = "simulated",
+) -> list[WorkloadReport]:
+    """Run the variant's workloads, each on a freshly started application: no workload inherits
+    another's prefix caches or the router's memory of where prompts went. `progress` hears
+    each step."""
+    reports = []
+    replicas = variant.replicas or replicas
+    for name in variant.workloads:
+        if name not in workloads:
+            continue
+        workload = workloads[name]
+        log_path = log_dir / f"{variant.name.replace('/', '_')}-{name}.log"
+        compiled = variant_spec(spec, variant, replicas)
+        if variant.bare_vllm:
+            from serving.local.bench.real_engine import running_bare_vllm
+
+            progress.configuration(variant.name, name, workload.requests, "a bare vLLM server")
+            starting = running_bare_vllm(compiled, log_path)
+        else:
+            progress.configuration(variant.name, name, workload.requests, "a local Ray")
+            starting = running_variant(
+                compiled, settings, log_path, engine=engine, on_state=progress.state
+            )
+        with starting as endpoint:
+            progress.state("answering; warming up")
+            warmup = Workload(
+                name="decode-heavy", input_tokens=8, output_tokens=4,
+                requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
+            )  # fmt: skip
+            warmed, _ = asyncio.run(
+                run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS)
+            )
+            # The engine's counters once the warm-up shows in them: the load's figures are
+            # what changes from here.
+            urls = metrics_urls(endpoint)
+            before = settled(urls, spec.name, sum(r.ok for r in warmed)) if urls else None
+            progress.ready()
+            results, duration = asyncio.run(
+                run_load(
+                    endpoint,
+                    build_requests(workload, spec.name),
+                    workload.concurrency,
+                    progress.request_done,
+                )
+            )
+            figures = figures_after(urls, spec.name, before, sum(r.ok for r in results))
+            progress.stopping()
+        progress.stopped()
+        reports.append(summarize(variant.name, name, results, duration, replicas, figures))
+    return reports

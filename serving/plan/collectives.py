@@ -1,0 +1,73 @@
+"""Communication inside one replica per engine step: tensor-parallel all-reduces, expert-parallel
+all-to-alls (dispatch and combine) and pipeline-stage hand-offs, over NVLink inside a node and
+the node's GPU network across nodes. `serving.plan.speed` adds them to a step's compute."""
+
+from __future__ import annotations
+
+from serving.catalog import MachineType
+from serving.plan.memory import ACTIVATION_BYTES
+from serving.spec.parts import Parallelism
+from serving.spec.profile import ModelSpec
+
+# One small-message all-reduce (decode) between GPUs of one node, launch included (fitted).
+ALLREDUCE_LATENCY_S = 12.0e-6
+# One expert-parallel dispatch or combine (all-to-all), launch included.
+ALLTOALL_LATENCY_S = 40e-6
+# One pipeline-stage hand-off.
+P2P_LATENCY_S = 30e-6
+
+
+def _link_bandwidth(spec: ModelSpec, machine: MachineType, group_gpus: int) -> float:
+    """NVLink inside a node; the node's GPU network once a group crosses nodes."""
+    if group_gpus <= machine.gpus_per_node:
+        return spec.gpu.nvlink_bandwidth_bytes_per_s
+    return machine.network_bandwidth_bytes_per_s / machine.gpus_per_node
+
+
+def _allreduce_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
+    """Two ring all-reduces of the hidden state per layer (attention and MLP outputs)."""
+    tp = layout.tensor
+    if tp == 1:
+        return 0.0
+    message = tokens * spec.architecture.hidden_size * ACTIVATION_BYTES
+    bandwidth = _link_bandwidth(spec, machine, tp)
+    one = ALLREDUCE_LATENCY_S + 2 * (tp - 1) / tp * message / bandwidth
+    return 2 * spec.architecture.num_layers * one
+
+
+def alltoall_bytes_per_rank(spec: ModelSpec, layout: Parallelism, tokens_per_rank: int) -> float:
+    """Bytes one rank sends to the other expert-parallel ranks in one dispatch (or combine) of
+    one MoE layer: each of *its own* tokens' hidden states goes to the ranks holding the
+    experts_per_token experts it routes to, of which (EP - 1) / EP are elsewhere. Every DP rank
+    sends its own batch at the same time; no rank sends the whole group's tokens."""
+    ep = layout.expert_parallel_size
+    arch = spec.architecture
+    message = tokens_per_rank * arch.experts_per_token * arch.hidden_size * ACTIVATION_BYTES
+    return (ep - 1) / ep * message
+
+
+def alltoall_s(
+    spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens_per_rank: int
+) -> float:
+    """Expert parallelism dispatches and combines each token's hidden state per MoE layer."""
+    if layout.expert_parallel_size == 1:
+        return 0.0
+    bandwidth = _link_bandwidth(spec, machine, layout.expert_parallel_size)
+    one = ALLTOALL_LATENCY_S + alltoall_bytes_per_rank(spec, layout, tokens_per_rank) / bandwidth
+    return 2 * spec.architecture.num_layers * one
+
+
+def _pipeline_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
+    if layout.pipeline == 1:
+        return 0.0
+    message = tokens * spec.architecture.hidden_size * ACTIVATION_BYTES
+    bandwidth = _link_bandwidth(spec, machine, layout.model_parallel_size)
+    return (layout.pipeline - 1) * (P2P_LATENCY_S + message / bandwidth)
+
+
+def comm_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
+    return (
+        _allreduce_s(spec, machine, layout, tokens)
+        + alltoall_s(spec, machine, layout, tokens)
+        + _pipeline_s(spec, machine, layout, tokens)
+    )

@@ -1,0 +1,394 @@
+"""The model deployment spec: one YAML profile per model, parsed into one frozen, typed object.
+
+The spec holds what the user chose. It rejects what is malformed or impossible on its face (an
+unknown key, tensor=0, a context longer than the model supports); a layout that is well-formed
+but wasteful or unworkable (TP across nodes, a model that does not fit) is the planner's verdict,
+so that policies can judge the same layout the program would deploy.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from serving import catalog
+from serving.catalog import Accelerator, Architecture, MachineType
+from serving.catalog.fast_paths import CLUSTER_ENV_NAMES
+from serving.catalog.vllm_args import ENGINE_ARGS, FRONTEND_ARGS, VLLM_VERSION
+from serving.errors import FixableValueError, unknown_key_fix
+from serving.frozen import StrictFrozen
+from serving.spec.names import kubernetes_name_problem
+from serving.spec.parts import (
+    Autoscaling,
+    FastPaths,
+    LatencyTargets,
+    Parallelism,
+    Router,
+    Workload,
+)
+from serving.spec.secrets import find_credentials, looks_secret
+
+Quantization = Literal["none", "fp8", "fp8_online"]
+KvCacheDtype = Literal["auto", "fp8"]
+Placement = Literal["auto", "STRICT_PACK", "PACK", "SPREAD", "STRICT_SPREAD"]
+
+_SERVED_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,50}[a-z0-9])?$")
+_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_GCS_PATH = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/[^\s]*)?$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_SECRETS_FIX = (
+    "keep secrets out of profiles: the Hugging Face token is a Pulumi secret "
+    "(pulumi config set --secret servestack:hf_token ...) that reaches pods as a Kubernetes Secret"
+)
+
+# Engine arguments the compiler derives from profile fields: setting them in `engine_args` too
+# would give two answers to one question.
+DERIVED_ENGINE_ARGS = {
+    "tensor_parallel_size": "parallelism.tensor",
+    "pipeline_parallel_size": "parallelism.pipeline",
+    "data_parallel_size": "parallelism.data",
+    "enable_expert_parallel": "parallelism.expert",
+    "quantization": "quantization",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "enable_prefix_caching": "prefix_caching",
+    "max_model_len": "max_model_len",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "max_num_seqs": "max_num_seqs",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "kv_transfer_config": "disaggregation",
+    "async_scheduling": "fast_paths.ray_v2_executor",
+    "enable_chunked_prefill": "max_num_batched_tokens (chunked prefill is always on)",
+    "model": "source",
+    "served_model_name": "name",
+    "distributed_executor_backend": "nothing: Ray Serve LLM always runs vLLM on Ray",
+}
+# vLLM's own HTTP server settings: Ray Serve and the edge ingress serve HTTP, TLS and API keys,
+# and a key or certificate here would sit in plaintext in the Serve config.
+EDGE_FRONTEND_ARGS = {
+    "api_key", "host", "port", "root_path", "middleware", "allow_credentials", "allowed_headers",
+    "allowed_methods", "allowed_origins", "ssl_keyfile", "ssl_certfile", "ssl_ca_certs",
+    "ssl_cert_reqs", "ssl_ciphers", "enable_ssl_refresh",
+}  # fmt: skip
+# What servestack sets in every Ray process itself; a profile's runtime_env would override it.
+RESERVED_ENV_NAMES = {
+    "PYTHONPATH": "the pods put servestack's request router on it; replacing it breaks routing",
+    "RAYLLM_VLLM_ENGINE_CLS": "it swaps the engine Ray Serve LLM runs for another class; the "
+    "cluster serves with vLLM",
+    "HF_HOME": "the pods cache downloaded weights on the node's local SSD there",
+}
+
+
+class DisaggregatedRole(StrictFrozen):
+    """One side of a prefill/decode pair. Both sides serve the profile's model."""
+
+    parallelism: Parallelism | None = Field(
+        default=None, description="Overrides the profile's parallelism for this role."
+    )
+    autoscaling: Autoscaling = Field(
+        default_factory=Autoscaling, description="Replica bounds of this role."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_model(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            model_keys = sorted(set(value) & (set(ModelSpec.model_fields) - set(cls.model_fields)))
+            if model_keys:
+                raise FixableValueError(
+                    f"{', '.join(model_keys)} cannot differ between prefill and decode: Ray's "
+                    "build_pd_openai_app serves one model id on both sides",
+                    f"set {', '.join(model_keys)} once at the top of the profile; a role "
+                    "takes only parallelism and autoscaling",
+                )
+        return value
+
+
+class Disaggregation(StrictFrozen):
+    """Prefill/decode disaggregation: two replica groups joined by a KV-cache transfer."""
+
+    prefill: DisaggregatedRole = Field(
+        default_factory=DisaggregatedRole, description="The replicas that compute prompts."
+    )
+    decode: DisaggregatedRole = Field(
+        default_factory=DisaggregatedRole, description="The replicas that generate tokens."
+    )
+    kv_connector: Literal["NixlConnector"] = Field(
+        default="NixlConnector", description="vLLM's KV transfer between prefill and decode."
+    )
+
+
+class ModelSpec(StrictFrozen):
+    """One model profile (`stacks/models/<name>.yaml`)."""
+
+    name: str = Field(
+        description="Served model id, e.g. 'llama-3.1-8b' (lower case, digits, '.', '-')."
+    )
+    source: str = Field(description="A Hugging Face repo ('org/name') or a gs:// path to weights.")
+    architecture: Architecture = Field(
+        description="A catalog key such as 'llama-3.3-70b', or the architecture's fields inline."
+    )
+    quantization: Quantization = Field(
+        default="none",
+        description="none: as published; fp8: an FP8 checkpoint; fp8_online: quantize at load.",
+    )
+    kv_cache_dtype: KvCacheDtype = Field(
+        default="auto",
+        description="auto: the model's dtype; fp8: half the KV bytes, on GPUs with FP8 math.",
+    )
+    accelerator: str = Field(description="Accelerator catalog key, e.g. 'h100-80gb'.")
+    machine_type: str | None = Field(
+        default=None, description="GCE machine type; by default the smallest that holds a replica."
+    )
+    parallelism: Parallelism = Field(
+        default_factory=Parallelism, description="How one replica is split over GPUs."
+    )
+    max_model_len: int = Field(ge=16, description="Longest sequence (prompt + output) served.")
+    max_num_batched_tokens: int = Field(
+        default=8192, ge=16, le=2**24, description="Chunked-prefill token budget per engine step."
+    )
+    max_num_seqs: int = Field(default=256, ge=1, le=4096, description="Sequences per engine step.")
+    gpu_memory_utilization: float = Field(
+        default=0.9, gt=0.1, le=0.98, description="Share of each GPU's memory vLLM may take."
+    )
+    prefix_caching: bool = Field(
+        default=True, description="vLLM's automatic prefix caching (the prefix routers need it)."
+    )
+    placement: Placement = Field(
+        default="auto",
+        description="Ray placement strategy of a replica's GPUs. auto: STRICT_PACK inside a "
+        "node, PACK across nodes; anything else is for experiments, and the policy pack judges it.",
+    )
+    router: Router = Field(
+        default_factory=Router, description="How Ray Serve picks a replica for a request."
+    )
+    disaggregation: Disaggregation | None = Field(
+        default=None, description="Prefill/decode disaggregation; unset, one replica does both."
+    )
+    autoscaling: Autoscaling = Field(
+        default_factory=Autoscaling, description="Replica bounds and Serve's autoscaling knobs."
+    )
+    workload: Workload = Field(
+        default_factory=Workload, description="The typical request, for the plan's estimates."
+    )
+    latency: LatencyTargets = Field(
+        default_factory=LatencyTargets, description="p99 latency targets the model is served to."
+    )
+    fast_paths: FastPaths = Field(
+        default_factory=FastPaths, description="Ray 2.56 fast paths, all on by default."
+    )
+    engine_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description=f"Further vLLM {VLLM_VERSION} engine arguments, e.g. all2all_backend.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Non-secret environment for this model's replicas (Ray runtime_env).",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _served_name(cls, value: str) -> str:
+        if not _SERVED_NAME.fullmatch(value):
+            raise FixableValueError(
+                f"'{value}' is not a served model id",
+                "use lower-case letters, digits, '.' and '-', starting and ending with a letter or "
+                "digit, e.g. 'llama-3.1-8b'",
+            )
+        problem = kubernetes_name_problem(value)
+        if problem is not None:
+            raise problem
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str) -> str:
+        if value.startswith("gs://"):
+            if not _GCS_PATH.fullmatch(value):
+                raise FixableValueError(
+                    f"'{value}' is not a valid gs:// path", "use gs://<bucket>/<path to weights>"
+                )
+        elif not _HF_REPO.fullmatch(value):
+            raise FixableValueError(
+                f"'{value}' is neither a Hugging Face repo nor a gs:// path",
+                "use 'org/model' (e.g. meta-llama/Llama-3.1-8B-Instruct) or gs://bucket/path",
+            )
+        return value
+
+    @field_validator("architecture", mode="before")
+    @classmethod
+    def _architecture_from_catalog(cls, value: Any) -> Any:
+        return catalog.architecture(value) if isinstance(value, str) else value
+
+    @field_validator("accelerator")
+    @classmethod
+    def _known_accelerator(cls, value: str) -> str:
+        catalog.accelerator(value)
+        return value
+
+    @field_validator("machine_type")
+    @classmethod
+    def _known_machine_type(cls, value: str | None) -> str | None:
+        if value is not None:
+            catalog.machine_type(value)
+        return value
+
+    @field_validator("engine_args")
+    @classmethod
+    def _known_engine_args(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if key in DERIVED_ENGINE_ARGS:
+                raise FixableValueError(
+                    f"{key} is derived from the profile", f"set {DERIVED_ENGINE_ARGS[key]} instead",
+                    field=key,
+                )  # fmt: skip
+            if looks_secret(key):
+                raise FixableValueError(
+                    f"{key} is a secret, and engine_args are stored in plaintext in the Serve "
+                    "config", _SECRETS_FIX, field=key,
+                )  # fmt: skip
+            if key in EDGE_FRONTEND_ARGS:
+                raise FixableValueError(
+                    f"{key} configures vLLM's own HTTP server, which Ray Serve replaces",
+                    "remove it; TLS, API keys and CORS belong to the edge ingress",
+                    field=key,
+                )
+            if key not in ENGINE_ARGS | FRONTEND_ARGS:
+                raise FixableValueError(
+                    f"vLLM {VLLM_VERSION} has no engine argument '{key}'",
+                    unknown_key_fix(key, ENGINE_ARGS, f"vLLM {VLLM_VERSION} engine arguments"),
+                    field=key,
+                )
+        for path, what in find_credentials(value):
+            raise FixableValueError(
+                f"the value looks like {what}, and engine_args are stored in plaintext in the "
+                "Serve config", _SECRETS_FIX, field=path,
+            )  # fmt: skip
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_as_strings(cls, value: Any) -> Any:
+        # YAML reads `1` and `true` as numbers and booleans; the environment holds strings.
+        if isinstance(value, dict):
+            return {
+                k: (str(v).lower() if isinstance(v, bool) else str(v))
+                if isinstance(v, int | float | bool) else v
+                for k, v in value.items()
+            }  # fmt: skip
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _safe_env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise FixableValueError(
+                    f"'{name}' is not an environment variable name",
+                    "use upper-case letters, digits and '_', e.g. VLLM_USE_DEEP_GEMM",
+                    field=name,
+                )
+            if name in CLUSTER_ENV_NAMES:
+                raise FixableValueError(
+                    f"{name} is a cluster-wide fast-path switch: Ray reads it on the head and "
+                    "every worker, not from an application's runtime_env",
+                    f"set {CLUSTER_ENV_NAMES[name]} in the profile instead",
+                    field=name,
+                )
+            if name in RESERVED_ENV_NAMES:
+                raise FixableValueError(
+                    f"{name} is set by servestack: {RESERVED_ENV_NAMES[name]}",
+                    f"remove {name} from env",
+                    field=name,
+                )
+            if looks_secret(name):
+                raise FixableValueError(
+                    f"{name} looks like a secret, and env is stored in plaintext in the Serve "
+                    "config",
+                    _SECRETS_FIX,
+                    field=name,
+                )
+        for path, what in find_credentials(value):
+            raise FixableValueError(
+                f"the value of {path} looks like {what}, and env is stored in plaintext in the "
+                "Serve config", _SECRETS_FIX, field=path,
+            )  # fmt: skip
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        arch = self.architecture
+        if self.max_model_len > arch.max_position_embeddings:
+            raise FixableValueError(
+                f"max_model_len {self.max_model_len:,} is beyond {arch.key}'s "
+                f"{arch.max_position_embeddings:,} positions",
+                f"set max_model_len to at most {arch.max_position_embeddings}",
+                field="max_model_len",
+            )
+        if self.machine_type and self.machine.accelerator != self.accelerator:
+            carriers = ", ".join(m.name for m in catalog.machines_for(self.accelerator))
+            raise FixableValueError(
+                f"machine type {self.machine_type} carries {self.machine.accelerator}, "
+                f"not {self.accelerator}",
+                f"use one of {carriers}, or drop machine_type to let the planner choose",
+                field="machine_type",
+            )
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise FixableValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is below max_num_seqs "
+                f"({self.max_num_seqs}); vLLM needs a token per running sequence each step",
+                f"raise max_num_batched_tokens to at least {self.max_num_seqs}",
+                field="max_num_batched_tokens",
+            )
+        if self.workload.input_tokens + self.workload.output_tokens > self.max_model_len:
+            raise FixableValueError(
+                f"the workload's {self.workload.input_tokens} + {self.workload.output_tokens} "
+                f"tokens exceed max_model_len {self.max_model_len}",
+                "shorten the workload or raise max_model_len",
+                field="workload",
+            )
+        if self.quantization != "none" and arch.weight_dtype != "bf16":
+            raise FixableValueError(
+                f"{arch.key} is published in {arch.weight_dtype}; there is nothing to quantize "
+                f"to {self.quantization}",
+                "set quantization: none",
+                field="quantization",
+            )
+        if self.kv_cache_dtype == "fp8" and not self.gpu.has_fp8_math:
+            raise FixableValueError(
+                f"{self.accelerator} has no FP8 tensor cores: vLLM would keep an FP8 KV cache "
+                "there only by converting it on every attention step",
+                f"set kv_cache_dtype: auto, or use {' / '.join(catalog.FP8_ACCELERATORS)}",
+                field="kv_cache_dtype",
+            )
+        if self.disaggregation is not None and self.parallelism.data > 1:
+            raise FixableValueError(
+                "prefill/decode disaggregation with data-parallel groups is not supported",
+                "set parallelism.data: 1, or drop disaggregation",
+                field="disaggregation",
+            )
+        return self
+
+    @property
+    def gpu(self) -> Accelerator:
+        return catalog.ACCELERATORS[self.accelerator]
+
+    @property
+    def machine(self) -> MachineType:
+        """The machine type the profile names (only valid when it names one)."""
+        assert self.machine_type is not None
+        return catalog.MACHINE_TYPES[self.machine_type]
+
+    @property
+    def weights_dtype(self) -> str:
+        """Dtype of the non-embedding weights as served."""
+        if self.quantization in ("fp8", "fp8_online"):
+            return "fp8"
+        return self.architecture.weight_dtype
+
+    @property
+    def expert_weights_dtype(self) -> str:
+        if self.architecture.expert_weight_dtype is not None:
+            return self.architecture.expert_weight_dtype
+        return self.weights_dtype
