@@ -19,7 +19,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "serving")]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "serving" / "plan")]
 
 from calibration_score import score  # noqa: E402
 from calibration_set import ROWS  # noqa: E402

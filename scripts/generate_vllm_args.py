@@ -4,7 +4,7 @@ names Ray Serve LLM passes through, so profiles are checked offline against the 
     .venv/bin/python scripts/generate_vllm_args.py          # rewrite the file
     .venv/bin/python scripts/generate_vllm_args.py --check  # exit 1 if it has drifted
 
-tests/serving/test_vllm_args.py runs the check in CI.
+tests/serving/catalog/test_vllm_args.py runs the check in CI.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-TARGET = Path(__file__).resolve().parents[1] / "serving" / "vllm_args.py"
+TARGET = Path(__file__).resolve().parents[1] / "serving" / "catalog" / "vllm_args.py"
 
 HEADER = (
     '"""The argument names vLLM {version} accepts, for checking a profile\'s `engine_args` '

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from repo import REPO
 
 from infra.platform.config import load_stack
 from serving.plan.planner import plan
 
-REPO = Path(__file__).resolve().parents[1]
 # Errors go through a rich console that follows COLUMNS: wide enough that no message wraps, so
 # messages are asserted whole. (Piped stdout is fixed at 110 columns by the CLI itself.)
 WIDE = 1000

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
+
+from repo import REPO
 
 from infra.kube.disruption import Resilience
 from infra.kube.manifests import compile_for
@@ -38,9 +39,7 @@ def deployable(spec: ModelSpec, resilience: Resilience | None = None) -> Compile
 
 
 # Every profile the repository ships.
-SHIPPED_PROFILES = sorted(
-    (Path(__file__).resolve().parents[1] / "stacks" / "models").glob("*.yaml")
-)
+SHIPPED_PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))
 
 
 def llm_configs(compiled: ModelSpec) -> list[tuple[str, dict[str, Any]]]:

@@ -3,7 +3,6 @@ reports them."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +12,6 @@ from serving.errors import ProfileValidationError, ServestackError
 from serving.spec.loading import validate
 from serving.spec.profile import ModelSpec
 
-REPO = Path(__file__).resolve().parents[1]
 SOURCE = "stacks/models/test.yaml"
 
 # The smallest profile the spec accepts: everything else has a default.

@@ -1,12 +1,14 @@
 """The README's generated tables (policies, fast paths) are what scripts/generate_docs.py makes
+from repo import REPO
 from the code today: a policy added or changed without its documentation fails here."""
 
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "generate_docs.py"
+from repo import REPO
+
+SCRIPT = REPO / "scripts" / "generate_docs.py"
 
 
 def test_the_readmes_generated_tables_have_not_drifted() -> None:

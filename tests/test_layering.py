@@ -7,8 +7,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from repo import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 FORBIDDEN = {
     "serving": {"pulumi", "pulumi_gcp", "pulumi_kubernetes", "pulumi_policy", "infra", "policies"},
     "policies": {"infra"},

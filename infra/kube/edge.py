@@ -4,7 +4,7 @@ limit, timeouts) and the values of the HAProxy ingress controller's chart.
 The API-key gate is a backend snippet that compares the SHA-256 of a `Bearer` key with the
 hashes the controller writes from its pattern-file ConfigMap. The controller ignores flags it
 does not know and drops a snippet HAProxy refuses (a missing pattern file is one), so a gate
-that is subtly wrong fails OPEN: `tests/infra/test_edge_gate.py` runs it in a real HAProxy and
+that is subtly wrong fails OPEN: `tests/infra/kube/test_edge_gate.py` runs it in a real HAProxy and
 the edge policies judge the snippet, the controller's arguments and the ConfigMap together.
 """
 

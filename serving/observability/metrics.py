@@ -11,8 +11,8 @@ How a name reaches Prometheus:
   vllm_engine.py; `vllm/v1/metrics/ray_wrappers.py` swaps ':' for '_'), and Ray's exporter
   prefixes `ray_` (`NAMESPACE` in ray/_private/telemetry/open_telemetry_metric_recorder.py):
   `vllm:time_to_first_token_seconds` is scraped as `ray_vllm_time_to_first_token_seconds`.
-  tests/serving/test_metrics.py reads each of those in the installed Ray 2.56.1 and vLLM
-  0.22.0; the live tests scrape the names from the simulated engine and from vLLM itself.
+  tests/serving/observability/test_metrics.py reads each of those in the installed Ray 2.56.1 and
+  vLLM 0.22.0; the live tests scrape the names from the simulated engine and from vLLM itself.
 - Ray Serve's `serve_<name>` metrics (`ray.util.metrics`) are scraped as `ray_serve_<name>`.
 - HAProxy's own Prometheus exporter (Ray Serve's HAProxy and the cluster edge, both HAProxy)
   names its families `haproxy_<scope>_<name>`.

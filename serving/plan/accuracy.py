@@ -34,7 +34,7 @@ class ErrorBand:
 
 
 # (is_moe, phase) -> measured on the held-back rows; regenerate with
-# `python -m pytest tests/serving/test_published_measurements.py -s`.
+# `python -m pytest tests/serving/plan/test_published_measurements.py -s`.
 ERROR_BANDS: dict[tuple[bool, Phase], ErrorBand] = {
     (False, "decode"): ErrorBand(points=6, median=0.07, band=0.09, worst=-0.14),
     (True, "decode"): ErrorBand(points=3, median=0.08, band=0.47, worst=-0.47),

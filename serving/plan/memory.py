@@ -4,8 +4,8 @@
 the peak of vLLM's profiling run (one `max_num_batched_tokens` forward pass and one sampler pass
 over `max_num_seqs` FP32 logits) and the runtime's own buffers take theirs, and the rest is KV
 cache. Each term says where its size comes from; the published runs that pin the totals are in
-`tests/serving/test_planner.py` (gpt-oss-120b at 131k on one H100 runs out of memory, Qwen3-32B at
-32k on one 80 GB GPU serves).
+`tests/serving/plan/test_planner.py` (gpt-oss-120b at 131k on one H100 runs out of memory,
+Qwen3-32B at 32k on one 80 GB GPU serves).
 """
 
 from __future__ import annotations

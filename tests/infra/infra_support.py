@@ -19,7 +19,6 @@ from pulumi.runtime.sync_await import _sync_await
 
 from infra.deploy.preview import ProgramMocks, ensure_event_loop
 
-REPO = Path(__file__).resolve().parents[2]
 PROJECT = "servestack"
 
 # Secrets as `pulumi config set --secret` would hand them to the program. Distinctive, so a test

@@ -17,13 +17,13 @@ import pytest
 import yaml
 from cli_support import copy_repo, edit_yaml, run
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
+from repo import REPO
 
 from infra.deploy.preview import judge, record
 from policies.edge import EDGE_POLICIES
 from policies.pack import PACK_NAME, POLICIES
 from policies.ray_security import RAY_SECURITY_POLICIES
 
-REPO = Path(__file__).resolve().parents[2]
 NEGATIVE = Path(__file__).parent / "negative" / "stacks"
 # Resources the real program registers, edited where no stack can reach (a misspelt controller
 # flag, a commented-out gate): each file names the policy that must refuse the result.

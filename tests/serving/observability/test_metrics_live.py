@@ -1,0 +1,233 @@
+"""Every metric the dashboard and the alerts read is one the data plane really exports, proven
+on the local data plane: `servestack bench --local` runs the dev stack's model on real Ray Serve
+2.56.1 behind its HAProxy, the simulated engine exporting vLLM 0.22.0's engine metrics, while
+`servestack top --local` watches it and this test scrapes the run's metrics endpoints.
+
+Together with tests/infra/platform/test_observability.py (every query names only catalogued
+metrics) and tests/serving/observability/test_metrics.py (each catalogued name is the one vLLM's
+and Ray's source define), a panel naming a metric nobody exports fails the build. Families only a
+cluster exports (KubeRay's operator, GKE's DCGM) are checked against their exporters' source
+instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.error
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+import pytest
+from cli_support import servestack_command
+from repo import REPO
+
+from infra.platform.config import load_stack
+from infra.platform.monitoring import _quantile, gpu_node_minimums, queries
+from infra.platform.plan import compile_stack, plan_platform
+from serving.local.runtime.observed import ObservedRun, running
+from serving.observability.metrics import (
+    ENGINE_METRICS,
+    FAMILIES,
+    REQUEST_LATENCY_BUCKETS_S,
+    TTFT_BUCKETS_S,
+    VLLM_LABELS,
+    EngineMetric,
+    Family,
+    metric_names,
+)
+from serving.observability.top import scrape
+from serving.spec.profile import ModelSpec
+
+STACKS = ("dev", "prod")
+VARIANT = "fast-paths-on/power-of-two"
+# Long enough a load (80 requests of 50 tokens, 8 in flight, engine steps at 4x the plan's) for
+# top to draw a few tables while it runs.
+BENCH_ARGS = (
+    "--workload", "multi-prompt", "--variant", VARIANT, "--requests", "40", "--concurrency", "8",
+    "--replicas", "2", "--prefixes", "2", "--prefix-tokens", "300", "--time-scale", "4",
+)  # fmt: skip
+TOP_INTERVAL_S = 2
+TOP_SECONDS = 10
+START_TIMEOUT_S = 420.0
+SCRAPE_EVERY_S = 1.0
+
+
+@dataclass
+class Live:
+    spec: ModelSpec
+    run: ObservedRun
+    bench_exit: int
+    bench_output: str
+    report: dict[str, Any]
+    top_output: str
+    scraped: set[str] = field(default_factory=set)
+    # Each engine family's label sets, as scraped.
+    engine_labels: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+
+
+def _started_by(pid: int, timeout_s: float, process: subprocess.Popen[str]) -> ObservedRun:
+    """The local run the bench process `pid` started (its child registers it once ready)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        for run in running():
+            try:
+                if psutil.Process(run.pid).ppid() == pid:
+                    return run
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(1.0)
+    raise AssertionError(f"servestack bench --local started no local run (exit {process.poll()})")
+
+
+def _watch(live: Live, bench: subprocess.Popen[str]) -> None:
+    """Scrape the run's endpoints until the bench ends, keeping every name and label set seen.
+    (Ray shows a gauge in the first scrape after a process pushed it: names are collected over
+    the whole run, not from one scrape.)"""
+    while bench.poll() is None:
+        for url in live.run.metrics.values():
+            try:
+                samples = scrape(url)
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                continue  # the run is stopping
+            for name, labels in samples:
+                live.scraped.add(name)
+                if name.startswith("ray_vllm_"):
+                    live.engine_labels.setdefault(name, []).append(dict(labels))
+        time.sleep(SCRAPE_EVERY_S)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Live:
+    (spec, *_) = load_stack("dev", REPO).profiles.values()
+    out = tmp_path_factory.mktemp("live")
+    env = os.environ | {"COLUMNS": "160"}
+    bench_log, top_log = out / "bench.txt", out / "top.txt"
+    with bench_log.open("w") as bench_out, top_log.open("w") as top_out:
+        bench = subprocess.Popen(
+            [*servestack_command(), "bench", "--local", "--model", spec.name, *BENCH_ARGS,
+             "--out", str(out)],
+            stdout=bench_out, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env,
+        )  # fmt: skip
+        top: subprocess.Popen[str] | None = None
+        try:
+            run = _started_by(bench.pid, START_TIMEOUT_S, bench)
+            top = subprocess.Popen(
+                [*servestack_command(), "top", "--local", "--interval", str(TOP_INTERVAL_S),
+                 "--seconds", str(TOP_SECONDS)],
+                stdout=top_out, stderr=subprocess.STDOUT, text=True, cwd=REPO, env=env,
+            )  # fmt: skip
+            live = Live(spec, run, 0, "", {}, "")
+            _watch(live, bench)
+            live.bench_exit = bench.wait()
+            top.wait(timeout=TOP_SECONDS * 3)
+        finally:
+            for process in (bench, top):
+                if process is not None and process.poll() is None:
+                    # SIGINT: the bench stops its local Ray on the way out.
+                    process.send_signal(2)
+                    process.wait(timeout=300)
+    live.bench_output, live.top_output = bench_log.read_text(), top_log.read_text()
+    document = json.loads((out / "bench.json").read_text()) if live.bench_exit == 0 else {}
+    (live.report,) = document.get("reports", [{}])
+    return live
+
+
+def unexported(
+    expressions: Iterable[str], scraped: set[str], families: Mapping[str, Family] = FAMILIES
+) -> dict[str, str]:
+    """The metric names the expressions read that the local plane did not export, each with
+    why: not in the catalog at all, or a family the local plane should export and did not.
+    Families only a cluster exports are left to the source checks."""
+    known = {series: family for family in families.values() for series in family.series()}
+    found = {}
+    for expression in expressions:
+        for name in metric_names(expression):
+            if name not in known:
+                found[name] = f"in no exporter's catalog ({expression})"
+            elif known[name].local and name not in scraped:
+                found[name] = f"{known[name].origin}: not exported by the local plane"
+    return found
+
+
+def _dashboard_and_alerts() -> list[str]:
+    found = []
+    for stack in STACKS:
+        loaded = load_stack(stack, REPO)
+        minimums = gpu_node_minimums(plan_platform(loaded).gpu_pools)
+        found += queries(list(compile_stack(loaded).values()), minimums)
+    return found
+
+
+def test_the_bench_served_every_request(live: Live) -> None:
+    assert live.bench_exit == 0, live.bench_output
+    assert live.report["failed"] == 0
+
+
+def test_every_metric_the_dashboard_and_alerts_read_is_exported(live: Live) -> None:
+    assert unexported(_dashboard_and_alerts(), live.scraped) == {}
+
+
+def test_a_panel_reading_a_metric_nobody_exports_fails_the_same_check(live: Live) -> None:
+    """vLLM 0.22.0 defines a prefill-time histogram the local engine does not export: catalogued
+    and drawn like TTFT, it is caught; so is a name outside any catalog."""
+    prefill = EngineMetric(
+        "vllm:request_prefill_time_seconds", "histogram", "Prefill time.",
+        REQUEST_LATENCY_BUCKETS_S,
+    )  # fmt: skip
+    catalog = {**FAMILIES, prefill.scraped: Family(prefill.scraped, "histogram", "vllm", "vLLM")}
+    panel = _quantile(0.99, prefill.scraped, 'model_name="m"')
+    typo = _quantile(0.99, "ray_vllm_time_to_first_token", 'model_name="m"')
+    found = unexported([*_dashboard_and_alerts(), panel, typo], live.scraped, catalog)
+    assert set(found) == {f"{prefill.scraped}_bucket", "ray_vllm_time_to_first_token_bucket"}
+    assert "not exported by the local plane" in found[f"{prefill.scraped}_bucket"]
+
+
+def test_engine_metrics_carry_vllms_labels_and_this_model(live: Live) -> None:
+    for metric in ENGINE_METRICS.values():
+        labels = [
+            label
+            for name, seen in live.engine_labels.items()
+            if name.startswith(metric.scraped)
+            for label in seen
+        ]
+        assert labels, metric.scraped
+        assert all(set(VLLM_LABELS) <= set(label) for label in labels)
+        assert {label["model_name"] for label in labels} == {live.spec.name}
+
+
+def _rates(output: str, model: str) -> list[tuple[float, float]]:
+    """(requests/s, output tokens/s) of each of the model's rows top drew."""
+    rows = [line for line in output.splitlines() if model in line]
+    cells = [re.findall(r"[│|]\s*([\d,]+\.?\d*)\s", row)[:2] for row in rows]
+    return [(float(a.replace(",", "")), float(b.replace(",", ""))) for a, b in cells]
+
+
+def test_top_showed_live_non_zero_rates_while_the_bench_ran(live: Live) -> None:
+    rates = _rates(live.top_output, live.spec.name)
+    assert rates, live.top_output
+    assert any(requests > 0 and tokens > 0 for requests, tokens in rates), live.top_output
+
+
+def test_the_bench_reads_the_engines_metrics_as_the_dashboard_does(live: Live) -> None:
+    report = live.report
+    engine = report["engine_metrics"]
+    assert engine is not None, live.bench_output
+    # Exactly the load's requests, not the warm-up's: the scrapes bracket the load.
+    assert engine["requests"] == report["requests"] - report["failed"]
+    # Two ways of counting cached prompt tokens, the engine's counters and the responses' usage,
+    # agree; the report's hit rate is the counters'.
+    assert engine["prefix_hit_rate"] == pytest.approx(report["client_cache_hit_rate"], abs=1e-9)
+    assert report["cache_hit_rate"] == engine["prefix_hit_rate"] > 0
+    # Each request's first token reached the engine's clock before the client's, so the
+    # engine's median falls at or below the top of the TTFT bucket holding the client's median;
+    # and it had left the queue before, so likewise for the queue time's p99.
+    client_p50, client_p99 = report["ttft_s"]["p50"], report["ttft_s"]["p99"]
+    assert 0 < engine["ttft_p50_s"] <= min(b for b in TTFT_BUCKETS_S if b >= client_p50)
+    bound = min(b for b in REQUEST_LATENCY_BUCKETS_S if b >= client_p99)
+    assert 0 < engine["queue_p99_s"] <= bound
