@@ -1,14 +1,14 @@
 """Rewrite the README's generated tables from the code that holds their facts: the policy pack
-(`policies.pack.POLICIES`), the fast-path table (`serving.catalog.fast_paths.FAST_PATHS`), the
+(`policies.pack.POLICIES`), the fast-path table (`serving.fast_paths.FAST_PATHS`), the
 planner's error against the held-back published runs (`tests/calibration_set.py`), the
-shipped profiles' autoscaling knobs (`serving.compile.autoscaling.knobs_table`), the dashboard's
-panels, the alert policies and the metric catalog (`infra.platform.monitoring`,
-`serving.observability.metrics`), the committed fault run's report (`docs/faults/faults.json`,
-written by `servestack faults`), the committed bench runs' tables and ratios (the simulated
-engine's `docs/bench/default/` and `docs/bench/routing/`, the real engine's `docs/bench/vllm/` and
-`docs/bench/precise/`: each `bench.json`, written by `servestack bench`; the ratios recomputed from
-their reports by the bench's code), and `servestack top`'s table
-(`serving.observability.top.table`) over figures a live run showed.
+shipped profiles' autoscaling knobs (`serving.autoscaling.knobs_table`), the dashboard's
+panels, the alert policies and the metric catalog (`infra.monitoring`, `serving.metrics`),
+the committed fault run's report (`results/faults/faults.json`, written by `servestack
+faults`), the committed bench runs' tables and ratios (the simulated engine's
+`results/bench/default/` and `results/bench/routing/`, the real engine's `results/bench/vllm/`
+and `results/bench/precise/`: each `bench.json`, written by `servestack bench`; the ratios
+recomputed from their reports by the bench's code), and `servestack top`'s table
+(`serving.top.table`) over figures a live run showed.
 
     .venv/bin/python scripts/generate_docs.py          # rewrite README.md's marked regions
     .venv/bin/python scripts/generate_docs.py --check  # exit 1 if any region has drifted
@@ -41,7 +41,7 @@ def policies_table() -> str:
 
 
 def fast_paths_table() -> str:
-    from serving.catalog.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
+    from serving.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
 
     rows = ["| profile switch (`fast_paths:`) | variable on the head and every worker | what |"]
     rows.append("| --- | --- | --- |")
@@ -62,17 +62,17 @@ def planner_error_table() -> str:
 
 
 def autoscaling_table() -> str:
-    from serving.compile.autoscaling import knobs_table
-    from serving.spec.loading import load_profile
+    from serving.autoscaling import knobs_table
+    from serving.loading import load_profile
 
     profiles = sorted((ROOT / "stacks" / "models").glob("*.yaml"))
     return knobs_table([load_profile(path) for path in profiles]).rstrip("\n")
 
 
 def dashboard_panels() -> str:
-    from infra.platform.config import load_stack
-    from infra.platform.monitoring import model_panels, stack_panels
-    from infra.platform.plan import compile_stack
+    from infra.config import load_stack
+    from infra.monitoring import model_panels, stack_panels
+    from infra.platform import compile_stack
 
     (model, *_) = compile_stack(load_stack("dev", ROOT)).values()
     rows = ["| group | panel | queries (legend) |", "| --- | --- | --- |"]
@@ -82,9 +82,9 @@ def dashboard_panels() -> str:
 
 
 def alerts_table() -> str:
-    from infra.platform.config import load_stack
-    from infra.platform.monitoring import alert_rules, gpu_node_minimums
-    from infra.platform.plan import plan_platform
+    from infra.config import load_stack
+    from infra.monitoring import alert_rules, gpu_node_minimums
+    from infra.platform import plan_platform
 
     platform = plan_platform(load_stack("dev", ROOT))
     rules = alert_rules(platform.models.values(), gpu_node_minimums(platform.gpu_pools))
@@ -94,7 +94,7 @@ def alerts_table() -> str:
 
 
 def metrics_table() -> str:
-    from serving.observability.metrics import FAMILIES
+    from serving.metrics import FAMILIES
 
     rows = ["| metric family | exporter | defined in | on the local plane |"]
     rows.append("| --- | --- | --- | --- |")
@@ -104,12 +104,12 @@ def metrics_table() -> str:
     return "\n".join(rows)
 
 
-FAULT_RUN = "docs/faults/faults.json"
+FAULT_RUN = "results/faults/faults.json"
 
 
 def fault_run() -> str:
-    from infra.cli.faults import markdown_report
-    from serving.local.faults.sessions import FaultRun
+    from infra.faults_cli import markdown_report
+    from serving.local.fault_sessions import FaultRun
 
     run = FaultRun.model_validate_json((ROOT / FAULT_RUN).read_text())
     return markdown_report(run, FAULT_RUN)
@@ -117,13 +117,13 @@ def fault_run() -> str:
 
 def top_capture() -> str:
     """`servestack top`'s table as the CLI prints it piped, for the figures one live run showed
-    (docs/top/capture.json: recorded from the metric-existence test's run)."""
+    (results/top/capture.json: recorded from the metric-existence test's run)."""
     from rich.console import Console
 
-    from infra.cli.common import PIPED_WIDTH
-    from serving.observability.top import ModelFigures, table
+    from infra.cli_common import PIPED_WIDTH
+    from serving.top import ModelFigures, table
 
-    capture = json.loads((ROOT / "docs" / "top" / "capture.json").read_text())
+    capture = json.loads((ROOT / "results" / "top" / "capture.json").read_text())
     console = Console(width=PIPED_WIDTH, record=True, file=io.StringIO())
     console.print(table([ModelFigures(**row) for row in capture["rows"]], capture["title"]))
     text = "\n".join(line.rstrip() for line in console.export_text().splitlines())
@@ -147,8 +147,8 @@ def bench_text(path: str, headers: tuple[str, ...], workloads: tuple[str, ...] =
     bench's own table code renders it."""
     from rich.console import Console
 
-    from infra.cli.bench import load_document
-    from infra.cli.bench_report import PIPED_WIDTH, bench_table
+    from infra.bench_report import PIPED_WIDTH, bench_table
+    from infra.bench_run import load_document
 
     document, reports = load_document(ROOT / path)
     shown = [r for r in reports if not workloads or r.workload in workloads]
@@ -160,7 +160,7 @@ def bench_text(path: str, headers: tuple[str, ...], workloads: tuple[str, ...] =
 
 def bench_console(path: str, headers: tuple[str, ...]) -> str:
     """The committed bench run's command and its table, as a console block."""
-    from infra.cli.bench import load_document
+    from infra.bench_run import load_document
 
     document, _ = load_document(ROOT / path)
     return f"```console\n{_shell(document['command'])}\n{bench_text(path, headers)}\n```"
@@ -171,8 +171,8 @@ def bench_ratios_table(
 ) -> str:
     """Ratios of the committed bench run, computed from its reports by the bench's own code:
     one column per workload (`{w}` in a row's ratio name) or one "measured" column."""
-    from infra.cli.bench import bench_ratios, load_document
-    from infra.cli.bench_report import ratio_text
+    from infra.bench_report import ratio_text
+    from infra.bench_run import bench_ratios, load_document
 
     document, reports = load_document(ROOT / path)
     ratios = bench_ratios(document["engine"], reports, document.get("ideal_hit_rates", {}))
@@ -187,10 +187,10 @@ def bench_ratios_table(
     return "\n".join(out)
 
 
-DEFAULT_BENCH = "docs/bench/default/bench.json"
-ROUTING_BENCH = "docs/bench/routing/bench.json"
-VLLM_BENCH = "docs/bench/vllm/bench.json"
-PRECISE_BENCH = "docs/bench/precise/bench.json"
+DEFAULT_BENCH = "results/bench/default/bench.json"
+ROUTING_BENCH = "results/bench/routing/bench.json"
+VLLM_BENCH = "results/bench/vllm/bench.json"
+PRECISE_BENCH = "results/bench/precise/bench.json"
 SHARED_PROMPTS = ("multi-prompt", "hot-prompt")
 
 
@@ -270,7 +270,7 @@ def precise_bench_console() -> str:
 
 
 def precise_bench_ratios() -> str:
-    from serving.local.bench.prefix import LOST, NEW_HOME
+    from serving.local.prefix_bench import LOST, NEW_HOME
 
     rows = (
         ("ideal placement's hit rate (each prompt missed once)",
@@ -301,9 +301,9 @@ def precise_bench_ratios() -> str:
 def precise_bench_bound() -> str:
     """What ideal placement would give on this run's figures: each workload's run time fitted
     as fixed + cost × uncached share over the routers' runs (`prefix_bench.uncached_fit`)."""
-    from infra.cli.bench import bench_ratios, load_document
-    from serving.local.bench.prefix import uncached_fit
-    from serving.local.bench.real_engine import POWER_TWO
+    from infra.bench_run import bench_ratios, load_document
+    from serving.local.prefix_bench import uncached_fit
+    from serving.local.vllm_bench import POWER_TWO
 
     document, reports = load_document(ROOT / PRECISE_BENCH)
     ideal = document.get("ideal_hit_rates", {})
