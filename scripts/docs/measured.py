@@ -1,0 +1,236 @@
+"""The measured runs' tables, read from the committed reports under results/: the fault run
+(results/faults/faults.json, written by `servestack faults`) and the bench runs (the simulated
+engine's results/bench/default/ and results/bench/routing/, the real engine's
+results/bench/vllm/ and results/bench/precise/: each bench.json, written by `servestack bench`),
+rendered by the commands' own table code, their ratios recomputed from the reports by the
+bench's code."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from pathlib import Path
+
+from scripts.docs.regions import ROOT, Maker, anywhere
+
+FAULT_RUN = "results/faults/faults.json"
+DEFAULT_BENCH = "results/bench/default/bench.json"
+ROUTING_BENCH = "results/bench/routing/bench.json"
+VLLM_BENCH = "results/bench/vllm/bench.json"
+PRECISE_BENCH = "results/bench/precise/bench.json"
+SHARED_PROMPTS = ("multi-prompt", "hot-prompt")
+
+
+def fault_run(here: Path) -> str:
+    """The fault run's account, its link to the JSON written from the page it is shown on."""
+    from infra.faults_cli import markdown_report
+    from serving.local.fault_sessions import FaultRun
+
+    run = FaultRun.model_validate_json((ROOT / FAULT_RUN).read_text())
+    return markdown_report(run, os.path.relpath(ROOT / FAULT_RUN, ROOT / here))
+
+
+def _shell(command: str, width: int = 95) -> str:
+    """A command as a console block shows it: `$ ` and lines of at most `width` characters,
+    broken before an option and continued with a backslash."""
+    lines, line = [], "$"
+    for part in re.split(r" (?=--)", command):
+        if len(line) + 1 + len(part) + 2 > width and line != "$":
+            lines.append(line + " \\")
+            line = "   "
+        line += " " + part
+    return "\n".join([*lines, line])
+
+
+def bench_text(path: str, headers: tuple[str, ...], workloads: tuple[str, ...] = ()) -> str:
+    """The committed bench run's table (the columns named; the workloads named, or all), as the
+    bench's own table code renders it."""
+    from rich.console import Console
+
+    from infra.bench_report import PIPED_WIDTH, bench_table
+    from infra.bench_run import load_document
+
+    document, reports = load_document(ROOT / path)
+    shown = [r for r in reports if not workloads or r.workload in workloads]
+    console = Console(width=PIPED_WIDTH, record=True, file=io.StringIO())
+    console.print(bench_table(shown, document["engine"], headers))
+    text = "\n".join(line.rstrip() for line in console.export_text().splitlines())
+    return text.strip("\n")
+
+
+def bench_console(path: str, headers: tuple[str, ...]) -> str:
+    """The committed bench run's command and its table, as a console block."""
+    from infra.bench_run import load_document
+
+    document, _ = load_document(ROOT / path)
+    return f"```console\n{_shell(document['command'])}\n{bench_text(path, headers)}\n```"
+
+
+def bench_ratios_table(
+    path: str, columns: tuple[str, ...], rows: tuple[tuple[str, str], ...]
+) -> str:
+    """Ratios of the committed bench run, computed from its reports by the bench's own code:
+    one column per workload (`{w}` in a row's ratio name) or one "measured" column."""
+    from infra.bench_report import ratio_text
+    from infra.bench_run import bench_ratios, load_document
+
+    document, reports = load_document(ROOT / path)
+    ratios = bench_ratios(document["engine"], reports, document.get("ideal_hit_rates", {}))
+    heads = columns or ("measured",)
+    out = [f"| same run | {' | '.join(heads)} |", "| --- |" + " ---: |" * len(heads)]
+    for label, name in rows:
+        cells = []
+        for workload in columns or ("",):
+            key = name.format(w=workload)
+            cells.append(ratio_text(key, ratios[key]) if key in ratios else "—")
+        out.append(f"| {label} | {' | '.join(cells)} |")
+    return "\n".join(out)
+
+
+def default_bench_console() -> str:
+    headers = ("req/s", "TTFT p50 ms", "ITL p99 ms", "cache hit", "requests per replica",
+               "busiest/ idlest")  # fmt: skip
+    return bench_console(DEFAULT_BENCH, headers)
+
+
+def quickstart_bench() -> str:
+    """The five-minute tour's bench: the recorded default run's command as a user types it
+    (`--model`, the default output folder) and its decode-heavy lines."""
+    headers = ("req/s", "TTFT p50 ms", "ITL p99 ms", "cache hit", "requests per replica")
+    return "\n".join(
+        (
+            "```console",
+            "$ servestack bench --local --model llama-3.1-8b --time-scale 0.1 --requests 48 "
+            "--concurrency 16",
+            bench_text(DEFAULT_BENCH, headers, ("decode-heavy",)),
+            "...",
+            "wrote bench/llama-3.1-8b/bench.json and bench/llama-3.1-8b/bench.png",
+            "```",
+        )
+    )
+
+
+def default_bench_fast_paths() -> str:
+    rows = (("fast paths on/off, requests/s", "{w}: fast paths on/off, requests/s"),)
+    return bench_ratios_table(DEFAULT_BENCH, ("decode-heavy", "prefill-heavy"), rows)
+
+
+def simulated_router_ratios(path: str) -> str:
+    """The simulated engine's routers against power of two on the shared-prompt workloads."""
+    rows = (
+        ("servestack's router/power of two, requests/s",
+         "{w}: servestack prefix affinity/power of two, requests/s"),
+        ("servestack's router's hit rate", "{w}: servestack prefix affinity cache hit rate"),
+        ("power of two's hit rate", "{w}: power of two cache hit rate"),
+        ("Ray's PrefixCacheAffinityRouter/power of two, requests/s",
+         "{w}: Ray prefix affinity/power of two, requests/s"),
+        ("Ray's PrefixCacheAffinityRouter's hit rate", "{w}: Ray prefix affinity cache hit rate"),
+    )  # fmt: skip
+    return bench_ratios_table(path, SHARED_PROMPTS, rows)
+
+
+def routing_bench_console() -> str:
+    headers = ("req/s", "TTFT p50 ms", "cache hit", "requests per replica", "busiest/ idlest")
+    return bench_console(ROUTING_BENCH, headers)
+
+
+def vllm_bench_console() -> str:
+    headers = ("req/s", "out tok/s", "TTFT p50 ms", "ITL p99 ms", "cache hit")
+    return bench_console(VLLM_BENCH, headers)
+
+
+def vllm_bench_ratios() -> str:
+    rows = (
+        ("decode-heavy, fast path/bare vLLM, requests/s (goal ≥ 0.95)",
+         "decode-heavy: fast path/bare vLLM, requests/s"),
+        ("decode-heavy, Serve's default path/bare vLLM, requests/s",
+         "decode-heavy: fast paths off/bare vLLM, requests/s"),
+        ("decode-heavy, fast paths on/off, requests/s",
+         "decode-heavy: fast paths on/off, requests/s"),
+        ("multi-prompt, servestack's router/power of two, requests/s",
+         "multi-prompt: servestack router/power of two, requests/s"),
+        ("multi-prompt, servestack's router's hit rate (vLLM)",
+         "multi-prompt: servestack router cache hit rate (vLLM)"),
+        ("multi-prompt, power of two's hit rate (vLLM)",
+         "multi-prompt: power of two cache hit rate (vLLM)"),
+    )  # fmt: skip
+    return bench_ratios_table(VLLM_BENCH, (), rows)
+
+
+def precise_bench_console() -> str:
+    headers = ("req/s", "TTFT p50 ms", "cache hit", "requests per replica", "busiest/ idlest")
+    return bench_console(PRECISE_BENCH, headers)
+
+
+def precise_bench_ratios() -> str:
+    from serving.local.prefix_bench import LOST, NEW_HOME
+
+    rows = (
+        ("ideal placement's hit rate (each prompt missed once)",
+         "{w}: ideal placement cache hit rate"),
+        ("precise router's hit rate (vLLM)", "{w}: precise router cache hit rate (vLLM)"),
+        ("precise router's hit rate/ideal (goal ≥ 0.95)", "{w}: precise router hit rate/ideal"),
+        ("… short of ideal: a prompt's first request on a replica (a new home)",
+         f"{{w}}: precise router hit rate short of ideal, {NEW_HOME}"),
+        ("… short of ideal: a replica had served the prompt before (evicted)",
+         f"{{w}}: precise router hit rate short of ideal, {LOST}"),
+        ("sent-history router's hit rate (vLLM)",
+         "{w}: servestack router cache hit rate (vLLM)"),
+        ("power of two's hit rate (vLLM)", "{w}: power of two cache hit rate (vLLM)"),
+        ("precise router/power of two, requests/s (goal ≥ 2.5)",
+         "{w}: precise router/power of two, requests/s"),
+        ("precise router/sent-history router, requests/s",
+         "{w}: precise router/sent-history router, requests/s"),
+        ("sent-history router/power of two, requests/s",
+         "{w}: servestack router/power of two, requests/s"),
+        ("precise router, busiest/idlest replica's requests (goal ≤ 2)",
+         "{w}: precise router busiest/idlest replica"),
+        ("ideal placement/power of two, requests/s (fitted below: any router's bound)",
+         "{w}: ideal placement/power of two, requests/s (fitted)"),
+    )  # fmt: skip
+    return bench_ratios_table(PRECISE_BENCH, SHARED_PROMPTS, rows)
+
+
+def precise_bench_bound() -> str:
+    """What ideal placement would give on this run's figures: each workload's run time fitted
+    as fixed + cost × uncached share over the routers' runs (`prefix_bench.uncached_fit`)."""
+    from infra.bench_run import bench_ratios, load_document
+    from serving.local.prefix_bench import uncached_fit
+    from serving.local.vllm_bench import POWER_TWO
+
+    document, reports = load_document(ROOT / PRECISE_BENCH)
+    ideal = document.get("ideal_hit_rates", {})
+    ratios = bench_ratios(document["engine"], reports, ideal)
+    rows = [
+        "| same run, fitted | fixed | all prompts uncached | power of two's run | "
+        "ideal placement's run | ideal/power of two |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for workload, rate in ideal.items():
+        fit = uncached_fit(reports, workload)
+        base = next(r for r in reports if (r.variant, r.workload) == (POWER_TWO, workload))
+        if fit is None:
+            continue
+        bound = ratios[f"{workload}: ideal placement/power of two, requests/s (fitted)"]
+        rows.append(
+            f"| {workload} | {fit.fixed_s:.1f} s | {fit.all_uncached_s:.1f} s | "
+            f"{base.duration_s:.1f} s | {fit.duration_s(rate):.1f} s | **{bound:.2f}x** |"
+        )
+    return "\n".join(rows)
+
+
+REGIONS: dict[str, Maker] = {
+    "fault-run": fault_run,
+    "quickstart-bench": anywhere(quickstart_bench),
+    "default-bench": anywhere(default_bench_console),
+    "default-bench-fast-paths": anywhere(default_bench_fast_paths),
+    "default-bench-routers": anywhere(lambda: simulated_router_ratios(DEFAULT_BENCH)),
+    "routing-bench": anywhere(routing_bench_console),
+    "routing-bench-routers": anywhere(lambda: simulated_router_ratios(ROUTING_BENCH)),
+    "vllm-bench": anywhere(vllm_bench_console),
+    "vllm-bench-ratios": anywhere(vllm_bench_ratios),
+    "precise-bench": anywhere(precise_bench_console),
+    "precise-bench-ratios": anywhere(precise_bench_ratios),
+    "precise-bench-bound": anywhere(precise_bench_bound),
+}
