@@ -7,9 +7,10 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo import REPO
+
+ROOT = REPO
 SCRIPT = ROOT / "scripts" / "generate_docs.py"
 README = ROOT / "README.md"
 README_MOST_LINES = 250
@@ -40,7 +41,7 @@ def test_every_link_of_the_readme_leads_to_a_file_of_the_repository() -> None:
 def test_the_verdicts_page_names_each_verdict_the_planner_gives_with_its_severity() -> None:
     """Kept by hand (the meanings are prose) until the rules are a registry to generate from:
     each `say(code, severity, ...)` of the planner's rules is a row, and no row is more."""
-    from serving.rules import verdicts
+    from serving.plan.rules import verdicts
 
     rules = inspect.getsource(verdicts)
     said = set(re.findall(r'say\(\s*"([a-z0-9-]+)", "(error|warning)"', rules))

@@ -24,8 +24,8 @@ SHARED_PROMPTS = ("multi-prompt", "hot-prompt")
 
 def fault_run(here: Path) -> str:
     """The fault run's account, its link to the JSON written from the page it is shown on."""
-    from infra.faults_cli import markdown_report
-    from serving.local.fault_sessions import FaultRun
+    from infra.cli.faults import markdown_report
+    from serving.local.faults.sessions import FaultRun
 
     run = FaultRun.model_validate_json((ROOT / FAULT_RUN).read_text())
     return markdown_report(run, os.path.relpath(ROOT / FAULT_RUN, ROOT / here))
@@ -48,8 +48,8 @@ def bench_text(path: str, headers: tuple[str, ...], workloads: tuple[str, ...] =
     bench's own table code renders it."""
     from rich.console import Console
 
-    from infra.bench_report import PIPED_WIDTH, bench_table
-    from infra.bench_run import load_document
+    from infra.cli.bench import load_document
+    from infra.cli.bench_report import PIPED_WIDTH, bench_table
 
     document, reports = load_document(ROOT / path)
     shown = [r for r in reports if not workloads or r.workload in workloads]
@@ -61,7 +61,7 @@ def bench_text(path: str, headers: tuple[str, ...], workloads: tuple[str, ...] =
 
 def bench_console(path: str, headers: tuple[str, ...]) -> str:
     """The committed bench run's command and its table, as a console block."""
-    from infra.bench_run import load_document
+    from infra.cli.bench import load_document
 
     document, _ = load_document(ROOT / path)
     return f"```console\n{_shell(document['command'])}\n{bench_text(path, headers)}\n```"
@@ -72,8 +72,8 @@ def bench_ratios_table(
 ) -> str:
     """Ratios of the committed bench run, computed from its reports by the bench's own code:
     one column per workload (`{w}` in a row's ratio name) or one "measured" column."""
-    from infra.bench_report import ratio_text
-    from infra.bench_run import bench_ratios, load_document
+    from infra.cli.bench import bench_ratios, load_document
+    from infra.cli.bench_report import ratio_text
 
     document, reports = load_document(ROOT / path)
     ratios = bench_ratios(document["engine"], reports, document.get("ideal_hit_rates", {}))
@@ -164,7 +164,7 @@ def precise_bench_console() -> str:
 
 
 def precise_bench_ratios() -> str:
-    from serving.local.prefix_bench import LOST, NEW_HOME
+    from serving.local.bench.prefix import LOST, NEW_HOME
 
     rows = (
         ("ideal placement's hit rate (each prompt missed once)",
@@ -195,9 +195,9 @@ def precise_bench_ratios() -> str:
 def precise_bench_bound() -> str:
     """What ideal placement would give on this run's figures: each workload's run time fitted
     as fixed + cost × uncached share over the routers' runs (`prefix_bench.uncached_fit`)."""
-    from infra.bench_run import bench_ratios, load_document
-    from serving.local.prefix_bench import uncached_fit
-    from serving.local.vllm_bench import POWER_TWO
+    from infra.cli.bench import bench_ratios, load_document
+    from serving.local.bench.prefix import uncached_fit
+    from serving.local.bench.real_engine import POWER_TWO
 
     document, reports = load_document(ROOT / PRECISE_BENCH)
     ideal = document.get("ideal_hit_rates", {})

@@ -1,6 +1,7 @@
-"""The observability pages' tables: the metric catalog (`serving.metrics`), the dashboard's
-panels and the alert policies (`infra.monitoring`, for the dev stack), and `servestack top`'s
-table (`serving.top`) over the figures one live run showed (results/top/capture.json)."""
+"""The observability pages' tables: the metric catalog (`serving.observability.metrics`), the
+dashboard's panels and the alert policies (`infra.platform.monitoring`, for the dev stack), and
+`servestack top`'s table (`serving.observability.top`) over the figures one live run showed
+(results/top/capture.json)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ TOP_CAPTURE = ROOT / "results" / "top" / "capture.json"
 
 
 def metrics_table() -> str:
-    from serving.metrics import FAMILIES
+    from serving.observability.metrics import FAMILIES
 
     rows = ["| metric family | exporter | defined in | on the local plane |"]
     rows.append("| --- | --- | --- | --- |")
@@ -24,9 +25,9 @@ def metrics_table() -> str:
 
 
 def dashboard_panels() -> str:
-    from infra.config import load_stack
-    from infra.monitoring import model_panels, stack_panels
-    from infra.platform import compile_stack
+    from infra.platform.config import load_stack
+    from infra.platform.monitoring import model_panels, stack_panels
+    from infra.platform.plan import compile_stack
 
     (model, *_) = compile_stack(load_stack("dev", ROOT)).values()
     rows = ["| group | panel | queries (legend) |", "| --- | --- | --- |"]
@@ -36,9 +37,9 @@ def dashboard_panels() -> str:
 
 
 def alerts_table() -> str:
-    from infra.config import load_stack
-    from infra.monitoring import alert_rules, gpu_node_minimums
-    from infra.platform import plan_platform
+    from infra.platform.config import load_stack
+    from infra.platform.monitoring import alert_rules, gpu_node_minimums
+    from infra.platform.plan import plan_platform
 
     platform = plan_platform(load_stack("dev", ROOT))
     rules = alert_rules(platform.models.values(), gpu_node_minimums(platform.gpu_pools))
@@ -52,8 +53,8 @@ def top_capture() -> str:
     (recorded from the metric-existence test's run)."""
     from rich.console import Console
 
-    from infra.cli_common import PIPED_WIDTH
-    from serving.top import ModelFigures, table
+    from infra.cli.common import PIPED_WIDTH
+    from serving.observability.top import ModelFigures, table
 
     capture = json.loads(TOP_CAPTURE.read_text())
     console = Console(width=PIPED_WIDTH, record=True, file=io.StringIO())

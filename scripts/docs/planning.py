@@ -1,6 +1,6 @@
 """The planner's pages' tables: its error against the held-back published runs (scored by
 tests/calibration_score.py over tests/calibration_set.py) and the autoscaling knobs it derives
-for every shipped profile (`serving.autoscaling.knobs_table`)."""
+for every shipped profile (`serving.compile.autoscaling.knobs_table`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ def planner_error_table() -> str:
 
 
 def autoscaling_table() -> str:
-    from serving.autoscaling import knobs_table
-    from serving.loading import load_profile
+    from serving.compile.autoscaling import knobs_table
+    from serving.spec.loading import load_profile
 
     profiles = sorted((ROOT / "stacks" / "models").glob("*.yaml"))
     return knobs_table([load_profile(path) for path in profiles]).rstrip("\n")

@@ -133,13 +133,19 @@ def fields_reference(root: type[BaseModel], title: str, prefix: str = "") -> str
 
 
 def profile_reference() -> str:
-    from serving.spec import ModelSpec
+    from serving.spec.profile import ModelSpec
 
     return fields_reference(ModelSpec, "profile")
 
 
 def stack_keys_reference() -> str:
-    from infra.stack_config import GCP_NAMESPACE, NAMESPACE, SECRET_KEYS, GcpConfig, StackConfig
+    from infra.platform.stack_config import (
+        GCP_NAMESPACE,
+        NAMESPACE,
+        SECRET_KEYS,
+        GcpConfig,
+        StackConfig,
+    )
 
     secrets = ", ".join(f"`{NAMESPACE}:{name}`" for name in sorted(SECRET_KEYS))
     return "\n".join(
@@ -158,8 +164,8 @@ def cli_reference() -> str:
     import typer
     import typer.main
 
-    from infra.cli import app
-    from infra.faults_cli import register as register_faults  # added by infra.cli.main at start
+    from infra.cli.app import app
+    from infra.cli.faults import register as register_faults  # added by infra.cli.app.main at start
 
     whole = copy.copy(app)
     whole.registered_commands = list(app.registered_commands)
@@ -194,7 +200,7 @@ def policies_table() -> str:
 
 
 def fast_paths_table() -> str:
-    from serving.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
+    from serving.catalog.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
 
     rows = ["| profile switch (`fast_paths:`) | variable on the head and every worker | what |"]
     rows.append("| --- | --- | --- |")
