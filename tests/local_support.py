@@ -8,9 +8,31 @@ from pathlib import Path
 from serving.local.runtime.places import RUN_DIR_PARENT, RUN_DIR_PREFIX
 
 TMP = Path("/tmp")
-# Directories the components default to under /tmp: Ray's sessions, Serve's HAProxy files,
-# torch's compile cache (its precompiled headers follow only the temporary directory).
-DEFAULT_DIRS = ("ray", "haproxy-serve", "torchinductor_")
+
+
+def default_places() -> tuple[Path, ...]:
+    """Exactly the directories the components write to when left to their defaults, as their own
+    code names them in this environment: Ray's sessions, Serve's HAProxy files, torch's compile
+    cache (its precompiled headers follow only the temporary directory). Nothing else under
+    /tmp is watched: a folder another program made there is none of the run's business."""
+    from ray._common.utils import get_default_ray_temp_dir
+    from ray.serve._private.constants import (
+        RAY_SERVE_HAPROXY_CONFIG_FILE_LOC,
+        RAY_SERVE_HAPROXY_SERVER_STATE_BASE,
+    )
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    return tuple(
+        dict.fromkeys(
+            Path(place)
+            for place in (
+                get_default_ray_temp_dir(),
+                Path(RAY_SERVE_HAPROXY_CONFIG_FILE_LOC).parent,
+                RAY_SERVE_HAPROXY_SERVER_STATE_BASE,
+                default_cache_dir(),
+            )
+        )
+    )
 
 
 def written_by_default() -> set[str]:
@@ -18,13 +40,12 @@ def written_by_default() -> set[str]:
     in /tmp (where vLLM's and ZeroMQ's IPC sockets go by default) and every run's own directory
     (each must be gone when its run is over)."""
     found: set[str] = set()
-    for entry in TMP.iterdir():
-        if entry.name.startswith(DEFAULT_DIRS) and entry.is_dir():
-            for inner in entry.iterdir():
+    for place in default_places():
+        if place.is_dir():
+            for inner in place.iterdir():
                 found.add(str(inner))
                 if inner.is_dir() and not inner.is_symlink():
                     found |= {str(deeper) for deeper in inner.iterdir()}
-        elif entry.is_socket():
-            found.add(str(entry))
+    found |= {str(entry) for entry in TMP.iterdir() if entry.is_socket()}
     found |= {str(run) for run in RUN_DIR_PARENT.glob(f"{RUN_DIR_PREFIX}*")}
     return found
