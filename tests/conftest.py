@@ -11,6 +11,22 @@ import pytest
 import yaml
 from cli_support import TOO_BIG, copy_repo
 
+TESTS = Path(__file__).parent
+# The tests that start a local Ray (and vLLM's CPU build) behind real Ray Serve: under xdist they
+# are one group, run one after another on one worker. Two Rays on two cores starve each other's
+# start-up, and a module's tests share the one Ray its fixture started.
+LOCAL_RAY_TESTS = (
+    "serving/local/",
+    "serving/observability/test_metrics_live.py",
+    "infra/cli/test_bench_progress.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.relative_to(TESTS).as_posix().startswith(LOCAL_RAY_TESTS):
+            item.add_marker(pytest.mark.xdist_group("local-ray"))
+
 
 @pytest.fixture(autouse=True)
 def leaves_no_ray_running(request: pytest.FixtureRequest) -> Iterator[None]:

@@ -14,6 +14,7 @@ from infra_support import RecordingMocks, pulumi_config, run, use_stack
 from repo import REPO
 
 from infra.platform.config import load_pulumi_stack, load_stack
+from infra.platform.pulumi_project import render
 from infra.platform.stack_config import StackConfig
 from serving.errors import ServestackError
 
@@ -40,6 +41,12 @@ class TestPulumiSchema:
         }
         assert declared == {key: defaults[key] for key in declared}
         assert set(declared) == set(_declared()) - {"models"}  # models has no default
+
+    def test_the_config_block_is_generated_from_stackconfig(self) -> None:
+        """Pulumi.yaml's block is what scripts/generate_pulumi_yaml.py makes of StackConfig now:
+        a field added, renamed or re-described without regenerating it fails here."""
+        current = (REPO / "Pulumi.yaml").read_text()
+        assert render(current) == current, "run: .venv/bin/python scripts/generate_pulumi_yaml.py"
 
     def test_declared_types_match_the_fields(self) -> None:
         kinds = {"string": str, "integer": int, "boolean": bool, "array": list}
