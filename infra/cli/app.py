@@ -16,11 +16,13 @@ import typer
 from rich.text import Text
 
 from infra.cli import check_edge, report
+from infra.cli import faults as cli_faults
 from infra.cli import local as cli_local
 from infra.cli.common import (
     StackArg,
     console,
     errors,
+    local_form,
     pick,
     positive_ms,
 )
@@ -50,7 +52,6 @@ def _root() -> None:
     """Serve LLMs on GKE with Ray Serve: plan, render and preview, offline."""
 
 
-@app.command("plan")
 def plan_command(
     stack: StackArg = DEFAULT_STACK,
     model: Annotated[str | None, typer.Option(help="Only this model of the stack.")] = None,
@@ -108,7 +109,6 @@ def plan_command(
         raise typer.Exit(1)
 
 
-@app.command("init")
 def init_command(
     model: Annotated[
         str,
@@ -143,7 +143,6 @@ def init_command(
     report.print_init(console, written, stack)
 
 
-@app.command("pools")
 def pools_command(
     stack: StackArg = DEFAULT_STACK,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -164,7 +163,6 @@ def pools_command(
     print(json.dumps(document, indent=2))
 
 
-@app.command("render")
 def render_command(
     stack: StackArg = DEFAULT_STACK,
     out: Annotated[
@@ -207,7 +205,6 @@ def render_command(
         raise typer.Exit(1)
 
 
-@app.command("check-edge")
 def check_edge_command(
     url: Annotated[str, typer.Argument(help="The edge's address, e.g. https://llm.example.com.")],
     model: Annotated[str, typer.Option(help="The served model whose route to probe.")],
@@ -228,7 +225,6 @@ def check_edge_command(
         raise typer.Exit(1)
 
 
-@app.command("preview")
 def preview_command(
     stack: StackArg = DEFAULT_STACK,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -266,15 +262,37 @@ def preview_command(
         raise typer.Exit(1)
 
 
-# --- the local CPU data plane (serving.local) ------------------------------------------------
+# --- every command, registered in one place ---------------------------------------------------
 
-cli_local.register(app)
+# The planning and deployment commands, offline.
+for name, command in (
+    ("plan", plan_command),
+    ("init", init_command),
+    ("pools", pools_command),
+    ("render", render_command),
+    ("check-edge", check_edge_command),
+    ("preview", preview_command),
+):
+    app.command(name)(command)
+
+# The local CPU data plane (serving.local): `servestack local serve|bench|faults|top`, and the
+# forms they had before the group, `servestack serve --local` and the rest, kept as aliases.
+local_app = typer.Typer(
+    help="The local CPU data plane: real Ray Serve and its HAProxy on this machine.",
+    no_args_is_help=True,
+)
+for name, command, fixed in (
+    ("serve", cli_local.serve_command, {"local": True}),
+    ("bench", cli_local.bench_command, {"local": True}),
+    ("faults", cli_faults.faults_command, {"local": True}),
+    ("top", cli_local.top_command, {"local": True, "url": None}),
+):
+    app.command(name)(command)
+    local_app.command(name)(local_form(command, **fixed))
+app.add_typer(local_app, name="local")
 
 
 def main() -> None:
-    from infra.cli import faults as faults_cli
-
-    faults_cli.register(app)
     try:
         app()
     except ServestackError as exc:

@@ -3,7 +3,10 @@ command-line values, each failing with the usual clear error."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -58,8 +61,24 @@ def require_local(local: bool, command: str) -> None:
         raise ServestackError(
             "command line", "--local",
             f"`servestack {command}` runs the local CPU data plane only; a cluster is served by "
-            "`pulumi up`", f"add --local: servestack {command} --local",
+            "`pulumi up`",
+            f"servestack local {command} (or add --local: servestack {command} --local)",
         )  # fmt: skip
+
+
+def local_form(command: Callable[..., None], **fixed: Any) -> Callable[..., None]:
+    """`command` as the `servestack local` group runs it: the parameters in `fixed` (its
+    `--local` flag, say) are set, and gone from its options."""
+    signature = inspect.signature(command, eval_str=True)
+
+    @functools.wraps(command)
+    def local_command(**options: Any) -> None:
+        command(**options, **fixed)
+
+    local_command.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[p for p in signature.parameters.values() if p.name not in fixed]
+    )
+    return local_command
 
 
 def local_modules() -> tuple[Any, Any]:

@@ -56,7 +56,7 @@ def print_faults(console: Console, run: object) -> None:
         )
 
 
-def faults_command(
+def run_faults(
     stack: str,
     model: str | None,
     *,
@@ -121,48 +121,46 @@ def faults_command(
         raise typer.Exit(1)
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("faults")
-    def faults(
-        stack: Annotated[
-            str, typer.Argument(help="Stack name: stacks/Pulumi.<STACK>.yaml.")
-        ] = DEFAULT_STACK,
-        model: Annotated[str | None, typer.Option(help="The stack model to run.")] = None,
-        local: Annotated[bool, typer.Option("--local", help="Run on this machine's CPU.")] = False,
-        fault: Annotated[
-            list[str] | None,
-            typer.Option(
-                help="Only these faults: scale-up-down, replica-actor-kill, "
-                "replica-process-kill, controller-kill, gcs-restart."
-            ),
-        ] = None,
-        short: Annotated[
-            bool,
-            typer.Option(
-                help="CI's short form: servestack's setting only (no reproduction), shorter waits."
-            ),
-        ] = False,
-        streams: Annotated[int, typer.Option(help="Streamed requests per fault.")] = 12,
-        output_tokens: Annotated[int, typer.Option(help="Tokens per stream.")] = 400,
-        replicas: Annotated[int, typer.Option(help="Replicas before each fault.")] = 2,
-        time_scale: Annotated[float, typer.Option(help="Multiplies the engine's times.")] = 4.0,
-        seed: Annotated[int, typer.Option(help="Seed of the prompts.")] = 7,
-        out: Annotated[Path | None, typer.Option(help="[default: faults/MODEL]")] = None,
-    ) -> None:
-        """Kill a replica (its actor, its process), scale replicas up and down, kill the Serve
-        controller, each under long streams; report what a client saw.
+def faults_command(
+    stack: Annotated[
+        str, typer.Argument(help="Stack name: stacks/Pulumi.<STACK>.yaml.")
+    ] = DEFAULT_STACK,
+    model: Annotated[str | None, typer.Option(help="The stack model to run.")] = None,
+    local: Annotated[bool, typer.Option("--local", help="Run on this machine's CPU.")] = False,
+    fault: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only these faults: scale-up-down, replica-actor-kill, "
+            "replica-process-kill, controller-kill, gcs-restart."
+        ),
+    ] = None,
+    short: Annotated[
+        bool,
+        typer.Option(
+            help="CI's short form: servestack's setting only (no reproduction), shorter waits."
+        ),
+    ] = False,
+    streams: Annotated[int, typer.Option(help="Streamed requests per fault.")] = 12,
+    output_tokens: Annotated[int, typer.Option(help="Tokens per stream.")] = 400,
+    replicas: Annotated[int, typer.Option(help="Replicas before each fault.")] = 2,
+    time_scale: Annotated[float, typer.Option(help="Multiplies the engine's times.")] = 4.0,
+    seed: Annotated[int, typer.Option(help="Seed of the prompts.")] = 7,
+    out: Annotated[Path | None, typer.Option(help="[default: faults/MODEL]")] = None,
+) -> None:
+    """Kill a replica (its actor, its process), scale replicas up and down, kill the Serve
+    controller, each under long streams; report what a client saw.
 
-        Each session is a local Ray with real Ray Serve and HAProxy; the engine is simulated.
-        """
-        require_local(local, "faults")
-        for value, flag in ((streams, "--streams"), (output_tokens, "--output-tokens"),
-                            (replicas, "--replicas"), (time_scale, "--time-scale")):  # fmt: skip
-            positive(value, flag)
-        faults_command(
-            stack, model, faults=fault, short=short, streams=streams,
-            output_tokens=output_tokens, replicas=replicas, time_scale=time_scale, seed=seed,
-            out=out,
-        )  # fmt: skip
+    Each session is a local Ray with real Ray Serve and HAProxy; the engine is simulated.
+    """
+    require_local(local, "faults")
+    for value, flag in ((streams, "--streams"), (output_tokens, "--output-tokens"),
+                        (replicas, "--replicas"), (time_scale, "--time-scale")):  # fmt: skip
+        positive(value, flag)
+    run_faults(
+        stack, model, faults=fault, short=short, streams=streams,
+        output_tokens=output_tokens, replicas=replicas, time_scale=time_scale, seed=seed,
+        out=out,
+    )  # fmt: skip
 
 
 def markdown_report(run: object, json_path: str) -> str:

@@ -1,5 +1,6 @@
-"""The local data plane's commands: `serve --local`, `bench --local` and `top`. Registered on the
-CLI by `infra/cli/app.py`; the bench's orchestration is `infra.cli.bench`'s."""
+"""The local data plane's commands: `servestack local serve|bench|top` (and their aliases
+`serve --local`, `bench --local`, `top`). Registered on the CLI by `infra/cli/app.py`; the
+bench's orchestration is `infra.cli.bench`'s."""
 
 from __future__ import annotations
 
@@ -33,15 +34,7 @@ from infra.platform.config import load_stack
 from infra.platform.stack_config import DEFAULT_STACK
 from serving.errors import ServestackError
 
-local_app = typer.Typer()
 
-
-def register(app: typer.Typer) -> None:
-    """Add the local commands to `app`, after its own."""
-    app.registered_commands += local_app.registered_commands
-
-
-@local_app.command("serve")
 def serve_command(
     stack: StackArg = DEFAULT_STACK,
     model: Annotated[str | None, typer.Option(help="The stack model to serve.")] = None,
@@ -97,7 +90,6 @@ def serve_command(
     console.print("stopped; the local Ray is shut down", highlight=False)
 
 
-@local_app.command("bench")
 def bench_command(
     stack: StackArg = DEFAULT_STACK,
     model: Annotated[str | None, typer.Option(help="The stack model to benchmark.")] = None,
@@ -204,7 +196,6 @@ def bench_command(
         raise typer.Exit(1)
 
 
-@local_app.command("top")
 def top_command(
     local: Annotated[
         bool, typer.Option("--local", help="Watch every local run on this machine.")
@@ -230,7 +221,7 @@ def top_command(
     if local == bool(url):
         raise ServestackError(
             "command line", "--local/--url", "say where to look: --local or --url, not both",
-            "servestack top --local, or servestack top --url http://HOST:8080/metrics",
+            "servestack local top, or servestack top --url http://HOST:8080/metrics",
         )  # fmt: skip
 
     def endpoints() -> list[str]:
@@ -241,7 +232,7 @@ def top_command(
     if local and not endpoints():
         raise ServestackError(
             "command line", "--local", "no local run is serving on this machine",
-            "start one: servestack serve --local, or servestack bench --local",
+            "start one: servestack local serve, or servestack local bench",
         )  # fmt: skip
     with contextlib.ExitStack() as stack:
         show: Callable[[Table], None] = console.print

@@ -4,7 +4,6 @@ fast-path switches. Each fact is imported once, by name, where its maker reads i
 
 from __future__ import annotations
 
-import copy
 import inspect
 import json
 import re
@@ -159,33 +158,38 @@ def stack_keys_reference() -> str:
 
 
 def cli_reference() -> str:
-    """Every command as `servestack --help` lists it: usage, the docstring, each argument and
-    option with its help and default, read from the Typer app through click."""
+    """Every command as `servestack --help` lists it, the `local` group's under it: usage, the
+    docstring, each argument and option with its help and default, read from the Typer app
+    through click."""
     import typer
     import typer.main
 
     from infra.cli.app import app
-    from infra.cli.faults import register as register_faults  # added by infra.cli.app.main at start
 
-    whole = copy.copy(app)
-    whole.registered_commands = list(app.registered_commands)
-    register_faults(whole)
-    group = typer.main.get_command(whole)
+    def section(command: Any, context: typer.Context, path: str) -> list[str]:
+        if hasattr(command, "commands"):  # a group: its commands under it
+            lines = [f"### {path}", "", (command.help or "").strip(), ""]
+            for name, sub in command.commands.items():
+                if not sub.hidden:
+                    child = typer.Context(sub, info_name=name, parent=context)
+                    lines += section(sub, child, f"{path} {name}")
+            return lines
+        usage = command.get_usage(context).removeprefix("Usage: ")
+        lines = [f"### {path}", "", f"```\n{usage}\n```", "", (command.help or "").strip()]
+        records = [p.get_help_record(context) for p in command.params if not p.hidden]
+        if records:
+            lines += ["", "| argument or option | what |", "| --- | --- |"]
+            lines += [f"| `{opts}` | {cell(re.sub(r' {2,}', ' ', what))} |" for opts, what in
+                      filter(None, records)]  # fmt: skip
+        return [*lines, ""]
+
+    group: Any = typer.main.get_command(app)
     root = typer.Context(group, info_name="servestack")
     out = [(group.help or "").strip(), ""]
     for name, command in group.commands.items():
-        if command.hidden:
-            continue
-        context = typer.Context(command, info_name=name, parent=root)
-        usage = command.get_usage(context).removeprefix("Usage: ")
-        out += [f"### servestack {name}", "", f"```\n{usage}\n```", ""]
-        out.append((command.help or "").strip())
-        records = [p.get_help_record(context) for p in command.params if not p.hidden]
-        if records:
-            out += ["", "| argument or option | what |", "| --- | --- |"]
-            out += [f"| `{opts}` | {cell(re.sub(r' {2,}', ' ', what))} |" for opts, what in
-                    filter(None, records)]  # fmt: skip
-        out.append("")
+        if not command.hidden:
+            out += section(command, typer.Context(command, info_name=name, parent=root),
+                           f"servestack {name}")  # fmt: skip
     return "\n".join(out)
 
 

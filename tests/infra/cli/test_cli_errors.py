@@ -308,3 +308,39 @@ def test_an_unknown_bench_configuration_is_named_with_the_nearest_one(pristine: 
     assert "--variant" in result.stderr
     assert "did you mean 'fast-paths-on/power-of-two'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "form",
+    [["local", "bench"], ["bench", "--local"]],
+    ids=["local-group", "alias"],
+)
+def test_the_local_group_and_its_alias_check_the_same_flags(
+    pristine: Path, form: list[str]
+) -> None:
+    """`servestack local bench` is `servestack bench --local`: the same options, checked by the
+    same code, before any Ray starts."""
+    result = run(pristine, *form, "--variant", "fast-paths-on/power-of-tow")
+    assert result.returncode == 2
+    assert "did you mean 'fast-paths-on/power-of-two'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["serve", "bench", "faults"])
+def test_a_local_command_without_local_names_the_local_group(pristine: Path, command: str) -> None:
+    result = run(pristine, command)
+    assert result.returncode == 2
+    assert f"servestack local {command}" in result.stderr
+
+
+def test_the_local_group_has_no_local_flag_to_forget(pristine: Path) -> None:
+    result = run(pristine, "local", "serve", "--local")
+    assert result.returncode == 2
+    assert "No such option: --local" in result.stderr
+
+
+def test_local_top_watches_local_runs_only(pristine: Path) -> None:
+    """A deployed service's exporter is `servestack top --url`; the local group has no --url."""
+    result = run(pristine, "local", "top", "--url", "http://127.0.0.1:8080/metrics")
+    assert result.returncode == 2
+    assert "No such option: --url" in result.stderr
