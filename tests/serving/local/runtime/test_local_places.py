@@ -78,7 +78,7 @@ def test_a_run_inside_another_runs_process_keeps_its_mark_for_what_it_orphans() 
     outer = cleanup.RunCensus()
     inner = (
         "import os, subprocess, sys\n"
-        "from serving.local import cleanup\n"
+        "from serving.local.runtime import cleanup\n"
         "run = cleanup.RunCensus()\n"
         "orphan = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\n"
         "                          env=os.environ | run.environment, start_new_session=True,\n"
