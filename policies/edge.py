@@ -25,10 +25,10 @@ from serving.catalog.edge_controller import (
     CONTROLLER_VERSION,
     INGRESS_ANNOTATIONS,
 )
+from serving.catalog.pins import EDGE_CHART
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
-EDGE_CHART = "kubernetes-ingress"
 ANNOTATION_PREFIX = "haproxy.org/"
 SNIPPET = f"{ANNOTATION_PREFIX}backend-config-snippet"
 PATTERN_FILES_FLAG = "--configmap-patternfiles"
@@ -109,7 +109,7 @@ def edges(resources: list[Any]) -> list[Edge]:
     found = []
     for resource in resources:
         props = resource.props
-        if resource.resource_type != RELEASE or props.get("chart") != EDGE_CHART:
+        if resource.resource_type != RELEASE or props.get("chart") != EDGE_CHART.name:
             continue
         controller = (props.get("values") or {}).get("controller") or {}
         found.append(
@@ -158,7 +158,7 @@ def _gate(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
     ingresses = [r for r in resources if r.resource_type == INGRESS]
     found = edges(resources)
     if ingresses and not found:
-        yield f"no {EDGE_CHART} release serves the stack's {len(ingresses)} route(s)"
+        yield f"no {EDGE_CHART.name} release serves the stack's {len(ingresses)} route(s)"
     configmaps = _configmaps(resources)
     files: dict[str, str] = {}
     for edge in found:

@@ -26,8 +26,11 @@ from pathlib import Path
 
 import yaml
 
-CONTROLLER_VERSION = "1.11.4"
-CHART_VERSION = "1.39.3"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from serving.catalog.pins import EDGE_CHART, EDGE_CONTROLLER
+
+CONTROLLER_VERSION = EDGE_CONTROLLER
+CHART_VERSION = EDGE_CHART.version
 
 _TAG = re.compile(r'(long|short):"([^"]+)"')
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from infra.kube.ray_security import MODEL_LABEL
+from serving.catalog.environment import RAY_REDIS_CA_CERT, RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S
 
 # Where a model's weights are cached between pod restarts: in the pod, or on the node.
 WeightsCache = Literal["pod", "node"]
@@ -110,16 +111,15 @@ def gcs_tls_pieces(
     return (
         [{"name": "gcs-redis-ca", "configMap": {"name": GCS_CA_CONFIGMAP}}],
         [{"name": "gcs-redis-ca", "mountPath": GCS_CA_MOUNT, "readOnly": True}],
-        [{"name": "RAY_REDIS_CA_CERT", "value": f"{GCS_CA_MOUNT}/{GCS_CA_KEY}"}],
+        [{"name": RAY_REDIS_CA_CERT, "value": f"{GCS_CA_MOUNT}/{GCS_CA_KEY}"}],
     )
-
-
-HAPROXY_HARD_STOP_VARIABLE = "RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S"
 
 
 def haproxy_env(resilience: Resilience) -> list[dict[str, Any]]:
     """For every Ray container: HAProxy runs wherever Serve runs a proxy (head and workers)."""
-    return [{"name": HAPROXY_HARD_STOP_VARIABLE, "value": str(resilience.haproxy_hard_stop_s)}]
+    return [
+        {"name": RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S, "value": str(resilience.haproxy_hard_stop_s)}
+    ]
 
 
 def head_annotations() -> dict[str, str]:

@@ -14,15 +14,12 @@ import hashlib
 from typing import Any
 
 from infra.kube.namespaces import EDGE_NAMESPACE, SERVING_NAMESPACE
-from serving.catalog.edge_controller import CHART_VERSION
+from serving.catalog.pins import EDGE_CHART
 from serving.compile.compiler import SERVE_PORT
 from serving.compile.scheduling import POOL_LABEL, SYSTEM_POOL
 from serving.spec import names
 from serving.spec.profile import ModelSpec
 
-EDGE_CHART = "kubernetes-ingress"
-EDGE_CHART_VERSION = CHART_VERSION
-EDGE_REPO = "https://haproxytech.github.io/helm-charts"
 INGRESS_CLASS = "haproxy"
 EDGE_TLS_SECRET = "edge-tls"
 API_KEYS_CONFIGMAP = "edge-api-keys"
@@ -140,9 +137,7 @@ def edge_values(
                     "maxSkew": 1,
                     "topologyKey": "kubernetes.io/hostname",
                     "whenUnsatisfiable": "ScheduleAnyway",
-                    "labelSelector": {
-                        "matchLabels": {"app.kubernetes.io/name": "kubernetes-ingress"}
-                    },
+                    "labelSelector": {"matchLabels": {"app.kubernetes.io/name": EDGE_CHART.name}},
                 }
             ],
             "ingressClass": INGRESS_CLASS,
@@ -173,7 +168,7 @@ def edge_pod_monitoring() -> dict[str, Any]:
         "kind": "PodMonitoring",
         "metadata": {"name": "edge-haproxy", "namespace": EDGE_NAMESPACE},
         "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": EDGE_CHART}},
+            "selector": {"matchLabels": {"app.kubernetes.io/name": EDGE_CHART.name}},
             "endpoints": [{"port": STATS_PORT_NAME, "path": METRICS_PATH, "interval": "30s"}],
         },
     }

@@ -24,6 +24,7 @@ from infra.kube.namespaces import KUBERAY_NAMESPACE, SERVING_NAMESPACE
 from infra.kube.ray_security import METRICS, SERVE_HAPROXY_METRICS
 from infra.platform.specs import GpuPoolSpec
 from serving import catalog
+from serving.catalog.pins import KUBERAY_CHART
 from serving.compile.compiler import CompiledModel
 from serving.observability import metrics
 from serving.observability.metrics import engine
@@ -91,8 +92,8 @@ def pod_monitorings(*, kuberay_helm: bool) -> list[dict[str, Any]]:
     if kuberay_helm:
         found.append(
             _pod_monitoring(
-                "kuberay-operator", KUBERAY_NAMESPACE,
-                {"app.kubernetes.io/name": "kuberay-operator"},
+                KUBERAY_CHART.name, KUBERAY_NAMESPACE,
+                {"app.kubernetes.io/name": KUBERAY_CHART.name},
                 {KUBERAY_METRICS_PORT: KEEP_KUBERAY},
             )
         )  # fmt: skip

@@ -8,9 +8,11 @@ import re
 
 from packaging.version import InvalidVersion, Version
 
+from serving.catalog.pins import RAY
+
 # Ray 2.56.0 hangs every request under direct streaming + PrefixCacheAffinityRouter (ray#64326,
 # fixed in 2.56.1); `ray[serve,llm]==2.56.1` is what the local data plane and the tests run.
-RAY_FLOOR = Version("2.56.1")
+RAY_FLOOR = Version(RAY)
 RAY_FLOOR_REASON = (
     "Ray 2.56.0 hangs every request with direct streaming and a prefix-affinity router (ray#64326)"
 )

@@ -31,13 +31,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from serving.catalog.pins import VLLM as VLLM_VERSION
+
 Kind = Literal["counter", "gauge", "histogram"]
 Exporter = Literal["vllm", "ray_serve", "haproxy", "kuberay", "dcgm"]
 
 RAY_PREFIX = "ray_"
 # A Ray counter is scraped with Prometheus' `_total` suffix.
 COUNTER_SUFFIX = "_total"
-VLLM_VERSION = "0.22.0"
 # Labels vLLM puts on every engine metric (vllm/v1/metrics/loggers.py, PrometheusStatLogger);
 # Ray's wrapper adds the Serve replica's id.
 VLLM_LABELS = ("model_name", "engine")

@@ -15,8 +15,10 @@ from pydantic import Field, field_validator, model_validator
 
 from serving import catalog
 from serving.catalog import Accelerator, Architecture, MachineType
+from serving.catalog.environment import RAYLLM_VLLM_ENGINE_CLS
 from serving.catalog.fast_paths import CLUSTER_ENV_NAMES
-from serving.catalog.vllm_args import ENGINE_ARGS, FRONTEND_ARGS, VLLM_VERSION
+from serving.catalog.pins import VLLM as VLLM_VERSION
+from serving.catalog.vllm_args import ENGINE_ARGS, FRONTEND_ARGS
 from serving.errors import FixableValueError, unknown_key_fix
 from serving.frozen import StrictFrozen
 from serving.spec.names import kubernetes_name_problem
@@ -74,7 +76,7 @@ EDGE_FRONTEND_ARGS = {
 # What servestack sets in every Ray process itself; a profile's runtime_env would override it.
 RESERVED_ENV_NAMES = {
     "PYTHONPATH": "the pods put servestack's request router on it; replacing it breaks routing",
-    "RAYLLM_VLLM_ENGINE_CLS": "it swaps the engine Ray Serve LLM runs for another class; the "
+    RAYLLM_VLLM_ENGINE_CLS: "it swaps the engine Ray Serve LLM runs for another class; the "
     "cluster serves with vLLM",
     "HF_HOME": "the pods cache downloaded weights on the node's local SSD there",
 }

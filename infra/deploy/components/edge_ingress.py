@@ -14,15 +14,13 @@ from infra.deploy.components.args import ComponentArgs
 from infra.kube.edge import (
     API_KEYS_CONFIGMAP,
     API_KEYS_PATTERN,
-    EDGE_CHART,
-    EDGE_CHART_VERSION,
-    EDGE_REPO,
     EDGE_TLS_SECRET,
     api_key_hashes,
     edge_pod_monitoring,
     edge_values,
 )
 from infra.kube.namespaces import EDGE_NAMESPACE
+from serving.catalog.pins import EDGE_CHART
 
 
 class EdgeIngressArgs(ComponentArgs):
@@ -66,9 +64,9 @@ class EdgeIngress(pulumi.ComponentResource):
         )
         release = k8s.helm.v3.Release(
             f"{name}-chart",
-            chart=EDGE_CHART,
-            version=EDGE_CHART_VERSION,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=EDGE_REPO),
+            chart=EDGE_CHART.name,
+            version=EDGE_CHART.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=EDGE_CHART.repository),
             namespace=EDGE_NAMESPACE,
             values=edge_values(
                 replicas=args.replicas,

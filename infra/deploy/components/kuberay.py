@@ -9,10 +9,7 @@ from infra.kube.manifests import (
     kuberay_values,
 )
 from infra.kube.namespaces import KUBERAY_NAMESPACE
-
-KUBERAY_CHART = "kuberay-operator"
-KUBERAY_CHART_VERSION = "1.7.0"
-KUBERAY_REPO = "https://ray-project.github.io/kuberay-helm/"
+from serving.catalog.pins import KUBERAY_CHART
 
 
 class KubeRayOperator(pulumi.ComponentResource):
@@ -30,9 +27,9 @@ class KubeRayOperator(pulumi.ComponentResource):
         )
         release = k8s.helm.v3.Release(
             f"{name}-chart",
-            chart=KUBERAY_CHART,
-            version=KUBERAY_CHART_VERSION,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=KUBERAY_REPO),
+            chart=KUBERAY_CHART.name,
+            version=KUBERAY_CHART.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=KUBERAY_CHART.repository),
             namespace=namespace.metadata["name"],
             values=kuberay_values(),
             atomic=True,

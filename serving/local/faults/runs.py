@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from serving.catalog.environment import RAY_REDIS_ADDRESS, RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S
 from serving.frozen import Frozen
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.faults.actions import (
@@ -77,7 +78,6 @@ FAULTS: tuple[FaultName, ...] = (
 # The GCS restart needs GCS fault tolerance: a Redis the GCS keeps its tables in (Debian's
 # redis-server here, as the cluster has Memorystore).
 REDIS_FAULTS: tuple[FaultName, ...] = ("gcs-restart",)
-HARD_STOP_VARIABLE = "RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S"
 REPORT_PREFIX = "SERVESTACK_FAULT_REPORT "
 
 
@@ -318,7 +318,7 @@ def run_session(
     from serving.local.runtime.local_ray import local_serve
 
     watchdog = Watchdog(session.name)
-    os.environ[HARD_STOP_VARIABLE] = str(session.hard_stop_s)
+    os.environ[RAY_SERVE_HAPROXY_HARD_STOP_AFTER_S] = str(session.hard_stop_s)
     fixed = spec.model_copy(update={"autoscaling": Autoscaling(
         min_replicas=load.replicas, max_replicas=load.replicas + 1,
         target_ongoing_requests=spec.autoscaling.target_ongoing_requests,
@@ -327,7 +327,7 @@ def run_session(
     with contextlib.ExitStack() as stack:
         if session.redis:
             # Ray's node reads it at start: the GCS keeps its tables there (GCS fault tolerance).
-            os.environ["RAY_REDIS_ADDRESS"] = stack.enter_context(local_redis())
+            os.environ[RAY_REDIS_ADDRESS] = stack.enter_context(local_redis())
         with watchdog.step("-", "start the local Ray and the application", 600):
             running = stack.enter_context(local_serve(fixed, settings))
         for fault in session.faults:

@@ -24,6 +24,15 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
+from serving.catalog.environment import (
+    RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY,
+    RAY_SERVE_HAPROXY_MAXCONN,
+    RAYLLM_VLLM_ENGINE_CLS,
+    VLLM_CACHE_ROOT,
+    VLLM_CPU_KVCACHE_SPACE,
+    VLLM_CPU_OMP_THREADS_BIND,
+    VLLM_NO_USAGE_STATS,
+)
 from serving.compile.compiler import CompiledModel, llm_configs_of
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.engine.tiny_models import Family
@@ -33,7 +42,6 @@ from serving.spec.profile import ModelSpec
 Engine = Literal["simulated", "vllm"]
 ENGINES: tuple[Engine, ...] = ("simulated", "vllm")
 
-ENGINE_CLASS_ENV = "RAYLLM_VLLM_ENGINE_CLS"
 # Not imported from serving.local.engine.simulated: that module imports Ray Serve LLM (and vLLM's
 # protocol), which the compiler's side does not need.
 ENGINE_CLASS = "serving.local.engine.simulated:SimulatedEngine"
@@ -137,12 +145,12 @@ def vllm_env(workers: int = 1) -> dict[str, str]:
     offline, a KV cache sized for the machine, caches in the build folder, threads bound one
     share of the CPUs per rank."""
     return {
-        "VLLM_CPU_OMP_THREADS_BIND": omp_binding(workers),
-        "VLLM_CPU_KVCACHE_SPACE": str(VLLM_KV_CACHE_GIB),
-        "VLLM_CACHE_ROOT": str(VLLM_CACHE_DIR),
+        VLLM_CPU_OMP_THREADS_BIND: omp_binding(workers),
+        VLLM_CPU_KVCACHE_SPACE: str(VLLM_KV_CACHE_GIB),
+        VLLM_CACHE_ROOT: str(VLLM_CACHE_DIR),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
+        VLLM_NO_USAGE_STATS: "1",
         "DO_NOT_TRACK": "1",
     }
 
@@ -158,14 +166,14 @@ def local_env(
     when its processes start: set it before the local Ray starts, never after."""
     env = dict(compiled.cluster_env)
     env |= {
-        "RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY": "1",
-        "RAY_SERVE_HAPROXY_MAXCONN": str(haproxy_maxconn),
+        RAY_SERVE_EXPERIMENTAL_PIP_HAPROXY: "1",
+        RAY_SERVE_HAPROXY_MAXCONN: str(haproxy_maxconn),
     }
     if engine == "vllm":
         return env | vllm_env(engine_workers(compiled))
     if settings is None:
         raise ValueError("the simulated engine needs its settings")
-    return env | {ENGINE_CLASS_ENV: ENGINE_CLASS} | settings.to_env()
+    return env | {RAYLLM_VLLM_ENGINE_CLS: ENGINE_CLASS} | settings.to_env()
 
 
 def cpus_needed(compiled: CompiledModel) -> int:

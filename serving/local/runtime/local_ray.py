@@ -26,6 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from serving.catalog.environment import (
+    RAY_METRICS_REPORT_INTERVAL_MS,
+    RAY_SERVE_FALLBACK_PROXY_HTTP_PORT,
+    RAY_SERVE_HAPROXY_CONFIG_FILE_LOC,
+    RAY_SERVE_HAPROXY_METRICS_PORT,
+    RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH,
+    RAY_SERVE_HAPROXY_SERVER_STATE_BASE,
+    RAY_SERVE_HAPROXY_SERVER_STATE_FILE,
+    RAY_SERVE_HAPROXY_SOCKET_PATH,
+    RAY_SERVE_HAPROXY_STATS_PORT,
+)
 from serving.compile.compiler import CompiledModel, compile
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.engine.tiny_models import tiny_model
@@ -89,15 +100,15 @@ def run_env(
     writes nothing outside its own directory and the build folder."""
     env = local_env(compiled, settings, engine=engine) | places.run_dir_env(run_dir)
     env |= {
-        "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(ports.fallback_proxy),
-        "RAY_SERVE_HAPROXY_STATS_PORT": str(ports.haproxy_stats),
-        "RAY_SERVE_HAPROXY_METRICS_PORT": str(ports.haproxy_metrics),
-        "RAY_metrics_report_interval_ms": str(METRICS_REPORT_INTERVAL_MS),
-        "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(run_dir / "haproxy.cfg"),
-        "RAY_SERVE_HAPROXY_SOCKET_PATH": str(run_dir / "admin.sock"),
-        "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(run_dir),
-        "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(run_dir / "server-state"),
-        "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": str(run_dir / "metrics.sock"),
+        RAY_SERVE_FALLBACK_PROXY_HTTP_PORT: str(ports.fallback_proxy),
+        RAY_SERVE_HAPROXY_STATS_PORT: str(ports.haproxy_stats),
+        RAY_SERVE_HAPROXY_METRICS_PORT: str(ports.haproxy_metrics),
+        RAY_METRICS_REPORT_INTERVAL_MS: str(METRICS_REPORT_INTERVAL_MS),
+        RAY_SERVE_HAPROXY_CONFIG_FILE_LOC: str(run_dir / "haproxy.cfg"),
+        RAY_SERVE_HAPROXY_SOCKET_PATH: str(run_dir / "admin.sock"),
+        RAY_SERVE_HAPROXY_SERVER_STATE_BASE: str(run_dir),
+        RAY_SERVE_HAPROXY_SERVER_STATE_FILE: str(run_dir / "server-state"),
+        RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH: str(run_dir / "metrics.sock"),
         "PYTHONPATH": os.pathsep.join(
             p for p in (str(CODE_ROOT), os.environ.get("PYTHONPATH", "")) if p
         ),

@@ -10,7 +10,6 @@ import pytest
 
 from infra.kube.edge import (
     API_KEY_GATE,
-    EDGE_CHART_VERSION,
     api_key_hashes,
     edge_values,
     model_ingress,
@@ -23,6 +22,7 @@ from serving.catalog.edge_controller import (
     CONTROLLER_ARGUMENTS,
     INGRESS_ANNOTATIONS,
 )
+from serving.catalog.pins import EDGE_CHART
 
 REPO_STACKS = ["dev", "prod"]
 
@@ -34,7 +34,7 @@ def _values(internal: bool = True) -> dict[str, Any]:
 
 
 def test_the_chart_deployed_is_the_one_the_lists_were_generated_for() -> None:
-    assert EDGE_CHART_VERSION == CHART_VERSION
+    assert EDGE_CHART.version == CHART_VERSION
 
 
 def test_every_controller_argument_we_pass_is_one_it_accepts() -> None:

