@@ -38,6 +38,8 @@ Placement = Literal["auto", "STRICT_PACK", "PACK", "SPREAD", "STRICT_SPREAD"]
 
 _SERVED_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,50}[a-z0-9])?$")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# A model's weights on Cloud Storage: the source names a bucket with this scheme.
+GCS_SCHEME = "gs://"
 _GCS_PATH = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/[^\s]*)?$")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _SECRETS_FIX = (
@@ -206,7 +208,7 @@ class ModelSpec(StrictFrozen):
     @field_validator("source")
     @classmethod
     def _source(cls, value: str) -> str:
-        if value.startswith("gs://"):
+        if value.startswith(GCS_SCHEME):
             if not _GCS_PATH.fullmatch(value):
                 raise FixableValueError(
                     f"'{value}' is not a valid gs:// path", "use gs://<bucket>/<path to weights>"
@@ -371,6 +373,12 @@ class ModelSpec(StrictFrozen):
                 field="disaggregation",
             )
         return self
+
+    @property
+    def weights_on_gcs(self) -> bool:
+        """The weights are read from a Cloud Storage bucket (GCS FUSE), not the Hugging Face Hub:
+        the one test of it every stage asks."""
+        return self.source.startswith(GCS_SCHEME)
 
     @property
     def gpu(self) -> Accelerator:
