@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -281,14 +282,15 @@ local_app = typer.Typer(
     help="The local CPU data plane: real Ray Serve and its HAProxy on this machine.",
     no_args_is_help=True,
 )
-for name, command, fixed in (
+local_commands: tuple[tuple[str, Callable[..., None], dict[str, object]], ...] = (
     ("serve", cli_local.serve_command, {"local": True}),
     ("bench", cli_local.bench_command, {"local": True}),
     ("faults", cli_faults.faults_command, {"local": True}),
     ("top", cli_local.top_command, {"local": True, "url": None}),
-):
-    app.command(name)(command)
-    local_app.command(name)(local_form(command, **fixed))
+)
+for name, local_command, fixed in local_commands:
+    app.command(name)(local_command)
+    local_app.command(name)(local_form(local_command, **fixed))
 app.add_typer(local_app, name="local")
 
 
