@@ -10,11 +10,9 @@ from pulumi_policy import Severity
 
 from policies.common import resource_policy, stack_policy
 from policies.views import RAYSERVICE, UnreadableError
+from serving.catalog.ray_ports import CONTROL_PORTS
 
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
-# Ray's ports that run a cluster: a job submitted to the dashboard or a client on 10001 runs
-# code on the GPU workers; GCS holds the cluster's state.
-CONTROL_PORTS = {"GCS": 6379, "dashboard": 8265, "Ray client": 10001}
 OPERATOR_NAMESPACES = frozenset({"kuberay-system"})
 
 
@@ -157,7 +155,7 @@ def _network_policies(resources: list[Any], config: Mapping[str, Any]) -> Iterat
                 for rule in policy.get("ingress") or []:
                     if not _admits_others(rule, labels):
                         continue
-                    for what, port in CONTROL_PORTS.items():
+                    for what, port in ((what, p.port) for what, p in CONTROL_PORTS.items()):
                         if _opens(rule, port):
                             yield (
                                 f"{resource.name}: the {where}'s {what} port {port} is open to "

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from repo import REPO
 
-from serving.catalog import edge_controller, environment, pins, vllm_args
+from serving.catalog import edge_controller, environment, pins, ray_ports, vllm_args
 
 PACKAGES = ("serving", "infra", "policies")
 ENVIRONMENT_HOME = Path("serving/catalog/environment.py")
 PINS_HOME = Path("serving/catalog/pins.py")
+PORTS_HOME = Path("serving/catalog/ray_ports.py")
 # Generated modules stamp the version they were generated from (checked against the pins below).
 STAMPED = {Path("serving/catalog/vllm_args.py"), Path("serving/catalog/edge_controller.py")}
 _VARIABLE = re.compile(r"(RAY|VLLM|RAYLLM)_[A-Za-z0-9_]+")
@@ -101,3 +102,32 @@ def test_the_generated_modules_were_generated_for_the_pinned_versions() -> None:
 )
 def test_pip_installs_the_pinned_versions(file: str, requirement: str) -> None:
     assert requirement in (REPO / file).read_text()
+
+
+# Ray's ports by number, bar the two every web service uses for something (Serve's 8000, the
+# metrics 8080), which the local CLI's defaults and the operator's own port share by chance, and
+# the kernel's ephemeral range, whose 32768 is also a context length.
+RAY_PORT_NUMBERS = {
+    number
+    for port in (*ray_ports.CLUSTER_PORTS, *ray_ports.HEAD_PORTS, ray_ports.SERVE_HAPROXY_METRICS)
+    if port.name != "ephemeral"
+    for number in (port.port, port.end_port)
+    if number is not None
+} - {ray_ports.SERVE_PORT, ray_ports.METRICS.port}
+
+
+def test_ray_ports_are_numbered_only_in_their_catalog() -> None:
+    assert {ray_ports.GCS.port, ray_ports.CLIENT.port, 52365} <= RAY_PORT_NUMBERS
+    found = [
+        (where, value)
+        for where, _, value in constants(skip={PORTS_HOME})
+        if type(value) is int and value in RAY_PORT_NUMBERS
+    ]
+    assert found == [], "import these from serving.catalog.ray_ports"
+
+
+def test_the_pack_judges_the_control_ports_of_the_catalog() -> None:
+    from policies import ray_security
+
+    assert ray_security.CONTROL_PORTS is ray_ports.CONTROL_PORTS
+    assert ray_ports.CLIENT not in ray_ports.CLUSTER_PORTS, "the client port stays closed"

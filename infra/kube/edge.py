@@ -15,7 +15,7 @@ from typing import Any
 
 from infra.kube.namespaces import EDGE_NAMESPACE, SERVING_NAMESPACE
 from serving.catalog.pins import EDGE_CHART
-from serving.compile.compiler import SERVE_PORT
+from serving.catalog.ray_ports import SERVE_PORT
 from serving.compile.scheduling import POOL_LABEL, SYSTEM_POOL
 from serving.spec import names
 from serving.spec.profile import ModelSpec

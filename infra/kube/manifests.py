@@ -33,11 +33,11 @@ from infra.kube.router_code import (
     ships_router,
 )
 from serving.catalog import GIB
+from serving.catalog.ray_ports import HEAD_PORTS
 from serving.catalog.ray_release import RAY_FLOOR, image_ray_version
 from serving.compile.compiler import (
     MODEL_MOUNT_ROOT,
     PROFILE_ANNOTATION,
-    SERVE_PORT,
     CompiledModel,
     WorkerShape,
     compile,
@@ -147,10 +147,7 @@ def _head(
                         "env": _env(model, with_token) + haproxy_env(resilience) + ca_env,
                         "resources": {"requests": resources, "limits": dict(resources)},
                         "ports": [
-                            {"name": "gcs-server", "containerPort": 6379},
-                            {"name": "dashboard", "containerPort": 8265},
-                            {"name": "client", "containerPort": 10001},
-                            {"name": "serve", "containerPort": SERVE_PORT},
+                            {"name": port.name, "containerPort": port.port} for port in HEAD_PORTS
                         ],
                     }
                 ],

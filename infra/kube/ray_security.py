@@ -10,23 +10,25 @@ Facts this rests on (read from the components' source):
   `x-ray-authorization: Bearer` to the dashboard. Ray 2.56.1 leaves the health endpoints the
   probes and Serve use (`/api/healthz`, `/api/gcs_healthz`, `/api/local_raylet_healthz`,
   `/-/healthz`) open. A new RayCluster gets a new token; the old Secret goes with the old one.
-- Ray 2.56 picks most ports at random unless `ray start` is told otherwise: the node manager,
-  object manager, dashboard agent gRPC and runtime-env agent ports are pinned here; workers bind
-  10002-19999; Serve's direct ingress binds 30000-31000 (HTTP) and 40000-41000 (gRPC); KubeRay
-  sets the metrics port to 8080. NCCL, Gloo and UCX (NIXL) connect on the kernel's ephemeral
-  range, which no setting narrows, so the cluster's own pods may reach it on each other; vLLM's
-  data-parallel groups meet on 29500-29550 and NIXL's side channel on 5600.
+- Ray's ports, pinned so NetworkPolicies can name them: serving.catalog.ray_ports.
 - The rayproject images run as user `ray` (uid 1000, gid 100) and need no capability.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Any
 
-from serving.compile.compiler import SERVE_PORT
+from serving.catalog.ray_ports import (
+    CLUSTER_PORTS,
+    DASHBOARD,
+    METRICS,
+    SERVE,
+    SERVE_HAPROXY_METRICS,
+    WORKERS,
+    RayPort,
+)
 
 MODEL_LABEL = "servestack.io/model"
 TOKEN_GENERATION_ANNOTATION = "servestack.io/ray-token-generation"
@@ -40,45 +42,10 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 METADATA_SERVER = (("169.254.169.252/32", 988), ("169.254.169.254/32", 80))
 
 
-@dataclass(frozen=True)
-class RayPort:
-    name: str
-    port: int
-    end_port: int | None = None
-    start_param: str | None = None  # the `ray start` flag that pins it, where Ray would pick
-
-
-GCS = RayPort("gcs-server", 6379)
-DASHBOARD = RayPort("dashboard", 8265)
-METRICS = RayPort("metrics", 8080, start_param="metrics-export-port")
-# Ray Serve's HAProxy serves HAProxy's Prometheus exporter here (RAY_SERVE_HAPROXY_METRICS_PORT).
-SERVE_HAPROXY_METRICS = RayPort("serve-haproxy-metrics", 9101)
-SERVE = RayPort("serve", SERVE_PORT)
-CLUSTER_PORTS = (
-    GCS,
-    RayPort("node-manager", 6380, start_param="node-manager-port"),
-    RayPort("object-manager", 6381, start_param="object-manager-port"),
-    RayPort("dashboard-agent-grpc", 6382, start_param="dashboard-agent-grpc-port"),
-    RayPort("runtime-env-agent", 6383, start_param="runtime-env-agent-port"),
-    DASHBOARD,
-    RayPort("dashboard-agent", 52365, start_param="dashboard-agent-listen-port"),
-    METRICS,
-    SERVE,
-    RayPort("serve-fallback-proxy", 8500),
-    RayPort("nixl-side-channel", 5600),
-    # vLLM's data-parallel master (29500), torch.distributed (29501) and DP RPC (29550) ports.
-    RayPort("vllm-data-parallel", 29500, 29550),
-    RayPort("workers", 10002, 19999),
-    RayPort("serve-direct-ingress-http", 30000, 31000),
-    # NCCL, Gloo, UCX and Serve's direct-ingress gRPC (40000-41000) all fall in here.
-    RayPort("ephemeral", 32768, 60999),
-)
-
-
 def start_params() -> dict[str, str]:
     """`ray start` flags pinning the ports Ray would otherwise choose at random."""
     params = {p.start_param: str(p.port) for p in CLUSTER_PORTS if p.start_param}
-    params |= {"min-worker-port": "10002", "max-worker-port": "19999"}
+    params |= {"min-worker-port": str(WORKERS.port), "max-worker-port": str(WORKERS.end_port)}
     return params
 
 

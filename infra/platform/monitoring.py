@@ -21,10 +21,10 @@ from typing import Any
 
 from infra.kube.manifests import resource_name, serve_service_name
 from infra.kube.namespaces import KUBERAY_NAMESPACE, SERVING_NAMESPACE
-from infra.kube.ray_security import METRICS, SERVE_HAPROXY_METRICS
 from infra.platform.specs import GpuPoolSpec
 from serving import catalog
 from serving.catalog.pins import KUBERAY_CHART
+from serving.catalog.ray_ports import METRICS, SERVE_HAPROXY_METRICS
 from serving.compile.compiler import CompiledModel
 from serving.observability import metrics
 from serving.observability.metrics import engine

@@ -39,7 +39,6 @@ from serving.spec.profile import ModelSpec
 # The annotation carrying the model profile a RayService was compiled from: policies rebuild the
 # spec from it and overlay the layout the resource actually deploys.
 PROFILE_ANNOTATION = "servestack.io/profile"
-SERVE_PORT = 8000
 
 BUILD_OPENAI_APP = "ray.serve.llm:build_openai_app"
 BUILD_DP_OPENAI_APP = "ray.serve.llm:build_dp_openai_app"

@@ -17,9 +17,10 @@ from repo import REPO
 
 from infra.deploy.components.llm_service import LlmService, LlmServiceArgs
 from infra.kube.manifests import SERVING_NAMESPACE
-from infra.kube.ray_security import CLUSTER_PORTS, DASHBOARD, GCS, MODEL_LABEL, SERVE
+from infra.kube.ray_security import MODEL_LABEL
 from infra.platform.config import load_stack
 from policies.edge import edges
+from serving.catalog.ray_ports import CLIENT, CLUSTER_PORTS, DASHBOARD, GCS, HEAD_PORTS, SERVE
 
 STACKS = ["dev", "prod"]
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"
@@ -53,6 +54,17 @@ def _allowed_ports(rule: dict[str, Any]) -> set[int]:
 
 
 class TestNetworkPolicies:
+    def test_each_head_declares_the_catalogs_ports(self, program: RecordingMocks) -> None:
+        """The ports the NetworkPolicies open and the pack judges are the ones the head pod
+        declares: one catalog, serving.catalog.ray_ports, numbers them all."""
+        services = [_inputs(r) for r in program.of_type(RAYSERVICE)]
+        assert services
+        for service in services:
+            head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+            (container,) = [c for c in head["containers"] if c["name"] == "ray-head"]
+            declared = {(p["name"], p["containerPort"]) for p in container["ports"]}
+            assert declared == {(p.name, p.port) for p in HEAD_PORTS}
+
     def test_the_serving_namespace_denies_by_default(self, program: RecordingMocks) -> None:
         policies = [_inputs(p) for p in program.of_type(NETWORK_POLICY)]
         deny = [
@@ -82,7 +94,7 @@ class TestNetworkPolicies:
                 if sources.get("podSelector") == {"matchLabels": {MODEL_LABEL: model}}:
                     continue  # the cluster's own pods
                 # Nobody else reaches GCS or the Ray client; only the operator the dashboard.
-                assert not _allowed_ports(rule) & {GCS.port, 10001}
+                assert not _allowed_ports(rule) & {GCS.port, CLIENT.port}
                 if DASHBOARD.port in _allowed_ports(rule):
                     namespace = sources["namespaceSelector"]["matchLabels"]
                     assert namespace == {"kubernetes.io/metadata.name": "kuberay-system"}
