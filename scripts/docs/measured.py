@@ -19,6 +19,7 @@ DEFAULT_BENCH = "results/bench/default/bench.json"
 ROUTING_BENCH = "results/bench/routing/bench.json"
 VLLM_BENCH = "results/bench/vllm/bench.json"
 PRECISE_BENCH = "results/bench/precise/bench.json"
+PREVIEW_TIMING = "results/preview/timing.json"
 SHARED_PROMPTS = ("multi-prompt", "hot-prompt")
 
 
@@ -220,7 +221,40 @@ def precise_bench_bound() -> str:
     return "\n".join(rows)
 
 
+def preview_timing(here: Path) -> str:
+    """`servestack preview`'s time beside its floor (importing the provider SDKs it imports),
+    from the committed run of scripts/measure_preview.py."""
+    import json
+
+    run = json.loads((ROOT / PREVIEW_TIMING).read_text())
+    median, runs = run["median_s"], run["runs_s"]
+    link = os.path.relpath(ROOT / PREVIEW_TIMING, ROOT / here)
+    rows = [
+        ("`servestack preview " + run["stack"] + "`", "preview"),
+        (f"importing the {run['provider_modules']} provider SDK modules it imports, alone",
+         "provider_imports"),
+        ("`servestack plan " + run["stack"] + "` (no provider)", "plan"),
+    ]  # fmt: skip
+    table = ["| what runs | median | runs |", "| --- | ---: | --- |"]
+    for what, key in rows:
+        each = ", ".join(f"{t:.2f}" for t in runs[key])
+        table.append(f"| {what} | {median[key]:.2f} s | {each} |")
+    share = median["provider_imports"] / median["preview"]
+    return "\n".join([
+        f"`{run['command']}` ([JSON]({link})), {run['machine']['cpus']} CPU cores, "
+        f"load average {run['load_average_1m_before']} before it began:",
+        "",
+        *table,
+        "",
+        f"The providers' imports alone take {share:.0%} of the preview: the floor any in-process "
+        f"preview of this program stands on is {median['provider_imports']:.2f} s, leaving "
+        f"{median['preview'] - median['provider_imports']:.2f} s for the plan, the program "
+        "under the mock engine, the policy pack and the interpreter's own start.",
+    ])  # fmt: skip
+
+
 REGIONS: dict[str, Maker] = {
+    "preview-timing": preview_timing,
     "fault-run": fault_run,
     "quickstart-bench": anywhere(quickstart_bench),
     "default-bench": anywhere(default_bench_console),
