@@ -70,7 +70,7 @@ class AutoscalingChoice(Frozen):
 
 def weights_source_bytes_per_s(spec: ModelSpec) -> float:
     """How fast a node fetches the weights from where the profile keeps them."""
-    return GCS_FUSE_BYTES_PER_S if spec.source.startswith("gs://") else HUGGING_FACE_BYTES_PER_S
+    return GCS_FUSE_BYTES_PER_S if spec.weights_on_gcs else HUGGING_FACE_BYTES_PER_S
 
 
 def replica_load_s(spec: ModelSpec, group: GroupPlan) -> float:

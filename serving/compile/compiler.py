@@ -34,7 +34,7 @@ from serving.plan.placement import nodes_for
 from serving.plan.planner import GroupPlan, Plan
 from serving.plan.replicas import Role
 from serving.spec.parts import Parallelism
-from serving.spec.profile import ModelSpec
+from serving.spec.profile import GCS_SCHEME, ModelSpec
 
 # The annotation carrying the model profile a RayService was compiled from: policies rebuild the
 # spec from it and overlay the layout the resource actually deploys.
@@ -99,9 +99,9 @@ def builder(spec: ModelSpec) -> str:
 
 def gcs_weights(spec: ModelSpec) -> tuple[str, str] | None:
     """(bucket, object prefix) when the weights are on GCS, else None (Hugging Face)."""
-    if not spec.source.startswith("gs://"):
+    if not spec.weights_on_gcs:
         return None
-    bucket, _, prefix = spec.source.removeprefix("gs://").partition("/")
+    bucket, _, prefix = spec.source.removeprefix(GCS_SCHEME).partition("/")
     return bucket, prefix.strip("/")
 
 
