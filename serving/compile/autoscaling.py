@@ -25,8 +25,7 @@ from pydantic import Field
 
 from serving.frozen import Frozen
 from serving.plan.planner import GroupPlan, Plan, plan, weight_bytes, weight_bytes_per_gpu
-from serving.plan.replicas import Role, replica_group
-from serving.spec.parts import Autoscaling
+from serving.plan.replicas import Role
 from serving.spec.profile import ModelSpec
 
 GB = 1e9
@@ -84,8 +83,9 @@ def replica_load_s(spec: ModelSpec, group: GroupPlan) -> float:
     return node_start + fetch + copy + ENGINE_START_S
 
 
-def derive(spec: ModelSpec, role: Role, group: GroupPlan, asked: Autoscaling) -> AutoscalingChoice:
-    """The knobs for one group of the plan; those `asked` sets are kept as they are."""
+def derive(spec: ModelSpec, group: GroupPlan) -> AutoscalingChoice:
+    """The knobs for one group of the plan; those its profile sets are kept as they are."""
+    role, asked = group.role, group.replica_group.autoscaling
     est = group.estimates
     ttft_target_s = spec.latency.ttft_ms / 1e3
     rank_requests_per_s = est.requests_per_s / group.parallelism.data
@@ -121,7 +121,7 @@ def derive(spec: ModelSpec, role: Role, group: GroupPlan, asked: Autoscaling) ->
 
 def autoscaling(spec: ModelSpec, model_plan: Plan, role: Role = "server") -> AutoscalingChoice:
     """The knobs for one role of a spec (server, or the prefill or decode side), from its plan."""
-    return derive(spec, role, model_plan.group(role), replica_group(spec, role).autoscaling)
+    return derive(spec, model_plan.group(role))
 
 
 def knobs_table(specs: list[ModelSpec]) -> str:

@@ -27,7 +27,7 @@ from serving.plan.memory import (
     weight_bytes_per_gpu,
 )
 from serving.plan.placement import Placement, choose_machine, placement
-from serving.plan.replicas import Role, replica_groups
+from serving.plan.replicas import ReplicaGroup, Role, replica_groups
 from serving.plan.rules import Verdict, verdicts
 from serving.plan.speed import (
     BURST_REQUESTS,
@@ -74,14 +74,22 @@ class Cost(Frozen):
 
 
 class GroupPlan(Frozen):
-    """One group of identical replicas: the server, or the prefill or decode side."""
+    """The plan of one replica group: the server, or the prefill or decode side. It holds the
+    `ReplicaGroup` it plans, the very object the compiler and the worker pods read."""
 
-    role: Role
-    parallelism: Parallelism
+    replica_group: ReplicaGroup = Field(description="The group planned: role, layout, bounds.")
     memory: MemoryBreakdown
     placement: Placement
     estimates: Estimates
     cost: Cost
+
+    @property
+    def role(self) -> Role:
+        return self.replica_group.role
+
+    @property
+    def parallelism(self) -> Parallelism:
+        return self.replica_group.parallelism
 
 
 class Plan(Frozen):
@@ -114,6 +122,11 @@ class Plan(Frozen):
     def group(self, role: Role) -> GroupPlan:
         return next(g for g in self.groups if g.role == role)
 
+    @property
+    def replica_groups(self) -> list[ReplicaGroup]:
+        """The spec's replica groups as the planner worked them out, once."""
+        return [g.replica_group for g in self.groups]
+
 
 # --- the plan -----------------------------------------------------------------------------
 
@@ -131,7 +144,7 @@ def plan(
     for group in replica_groups(spec):
         role, layout = group.role, group.parallelism
         mem = memory(spec, layout)
-        machine = choose_machine(spec, layout.gpus_per_replica)
+        machine = choose_machine(spec, group.gpus_per_replica)
         where = placement(machine, layout, group.autoscaling)
         # Throughput at the largest batch within the profile's inter-token target, unless the
         # caller asks about another target (the recommender's).
@@ -146,8 +159,7 @@ def plan(
         tokens_per_hour = est.output_tokens_per_s * 3600
         groups.append(
             GroupPlan(
-                role=role,
-                parallelism=layout,
+                replica_group=group,
                 memory=mem,
                 placement=where,
                 estimates=est,
