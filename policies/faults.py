@@ -17,7 +17,7 @@ from pulumi_policy import Severity
 from policies.common import stack_policy
 from policies.views import INGRESS, NODE_POOL, RAYSERVICE
 from policies.views import node_pool_machine as pool_machine
-from serving.compile.compiler import llm_configs_of
+from serving.compile.patterns import llm_configs_of
 from serving.compile.scheduling import (
     MACHINE_TYPE_LABEL,
     NODE_SURGE,

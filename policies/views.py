@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from serving import catalog
 from serving.catalog import MachineType
-from serving.compile.compiler import PROFILE_ANNOTATION, llm_configs_of
+from serving.compile.compiler import PROFILE_ANNOTATION
+from serving.compile.patterns import llm_configs_of
 from serving.compile.scheduling import GPU_RESOURCE, MACHINE_TYPE_LABEL
 from serving.plan import planner, rules
 from serving.spec.parts import Parallelism

@@ -35,15 +35,10 @@ from infra.kube.router_code import (
 from serving.catalog import GIB
 from serving.catalog.ray_ports import HEAD_PORTS
 from serving.catalog.ray_release import RAY_FLOOR, image_ray_version
-from serving.compile.compiler import (
-    MODEL_MOUNT_ROOT,
-    PROFILE_ANNOTATION,
-    CompiledModel,
-    WorkerShape,
-    compile,
-    gcs_weights,
-)
+from serving.compile.compiler import PROFILE_ANNOTATION, CompiledModel, compile
 from serving.compile.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
+from serving.compile.weights import MODEL_MOUNT_ROOT, gcs_weights
+from serving.compile.workers import WorkerShape
 from serving.errors import ServestackError
 from serving.plan.planner import Plan
 from serving.spec import names

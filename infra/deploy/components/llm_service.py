@@ -35,7 +35,8 @@ from infra.kube.manifests import (
 from infra.kube.namespaces import EDGE_NAMESPACE, SERVING_NAMESPACE
 from infra.kube.ray_security import model_network_policy
 from infra.kube.router_code import router_configmap, ships_router
-from serving.compile.compiler import CompiledModel, gcs_weights
+from serving.compile.compiler import CompiledModel
+from serving.compile.weights import gcs_weights
 from serving.spec.names import gcp_account_id
 
 

@@ -23,7 +23,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from serving.compile.compiler import compile, llm_configs_of
+from serving.compile.compiler import compile
+from serving.compile.patterns import llm_configs_of
 from serving.local.bench.prefix import precise_variant, router_ratios
 from serving.local.bench.runner import Variant, VariantStartError
 from serving.local.bench.stats import WorkloadReport

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from serving.compile.compiler import llm_configs_of
+from serving.compile.patterns import llm_configs_of
 
 HUNG_PREFIX = "SERVESTACK_FAULT_HUNG "
 HUNG_EXIT = 3

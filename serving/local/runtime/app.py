@@ -33,7 +33,8 @@ from serving.catalog.environment import (
     VLLM_CPU_OMP_THREADS_BIND,
     VLLM_NO_USAGE_STATS,
 )
-from serving.compile.compiler import CompiledModel, llm_configs_of
+from serving.compile.compiler import CompiledModel
+from serving.compile.patterns import llm_configs_of
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.engine.tiny_models import Family
 from serving.paths import BUILD_DIR

@@ -13,7 +13,7 @@ from infra.cli.render import workers_document
 from infra.kube.manifests import rayservice
 from infra.platform.config import load_stack
 from infra.platform.resilience import resilience_for
-from serving.compile.compiler import builder
+from serving.compile.patterns import builder
 
 # --- render -----------------------------------------------------------------------------------
 

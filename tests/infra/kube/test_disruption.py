@@ -27,7 +27,7 @@ from infra.kube.manifests import rayservice
 from infra.platform.config import load_stack
 from infra.platform.plan import plan_platform
 from serving import catalog
-from serving.compile.compiler import llm_configs_of
+from serving.compile.patterns import llm_configs_of
 from serving.compile.scheduling import (
     SPOT_POD_NOTICE_S,
     head_pod_containers,

@@ -31,7 +31,7 @@ from infra.kube.manifests import rayservice
 from infra.kube.router_code import router_configmap
 from infra.platform.config import load_stack
 from infra.platform.resilience import resilience_for
-from serving.compile.compiler import llm_configs_of
+from serving.compile.patterns import llm_configs_of
 from serving.compile.scheduling import MACHINE_TYPE_LABEL
 from serving.spec.loading import load_profile
 from serving.spec.parts import Router

@@ -13,7 +13,7 @@ from ray.serve.config import AutoscalingConfig
 from repo import REPO
 
 from serving.compile.autoscaling import AutoscalingChoice, autoscaling, replica_load_s
-from serving.compile.compiler import llm_configs_of
+from serving.compile.patterns import llm_configs_of
 from serving.errors import ProfileValidationError
 from serving.plan.placement import choose_machine
 from serving.plan.planner import decode_step_s, plan

@@ -31,7 +31,7 @@ from ray.llm._internal.serve.serving_patterns.prefill_decode.pd_server import (
 from ray.runtime_env import RuntimeEnv
 from ray.serve.schema import ServeDeploySchema
 
-from serving.compile.compiler import (
+from serving.compile.patterns import (
     BUILD_DP_OPENAI_APP,
     BUILD_OPENAI_APP,
     BUILD_PD_OPENAI_APP,

@@ -9,7 +9,7 @@ from ray.serve._private import constants as ray_serve_constants
 
 from serving import catalog
 from serving.catalog.fast_paths import FAST_PATHS
-from serving.compile.compiler import (
+from serving.compile.patterns import (
     BUILD_DP_OPENAI_APP,
     BUILD_PD_OPENAI_APP,
 )

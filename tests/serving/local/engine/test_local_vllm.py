@@ -20,7 +20,7 @@ from compiled_support import compile_spec
 from repo import REPO
 
 from serving.catalog.environment import RAYLLM_VLLM_ENGINE_CLS
-from serving.compile.compiler import llm_configs_of
+from serving.compile.patterns import llm_configs_of
 from serving.local.bench.real_engine import bare_command
 from serving.local.engine.tiny_models import model_dir, tiny_model
 from serving.local.runtime import cleanup

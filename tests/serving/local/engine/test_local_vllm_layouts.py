@@ -15,7 +15,7 @@ import pytest
 from compiled_support import compile_spec
 from repo import REPO
 
-from serving.compile.compiler import llm_configs_of
+from serving.compile.patterns import llm_configs_of
 from serving.local.bench.runner import Variant, VariantStartError, running_variant, variant_spec
 from serving.local.runtime.local_ray import SESSION_PREFIX
 from serving.spec.loading import load_profile

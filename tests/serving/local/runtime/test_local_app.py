@@ -15,7 +15,7 @@ import pytest
 from compiled_support import compile_spec
 from repo import REPO
 
-from serving.compile.compiler import llm_configs_of
+from serving.compile.patterns import llm_configs_of
 from serving.local.bench import runner as bench
 from serving.local.bench.stats import RequestResult, summarize
 from serving.local.bench.workloads import build_requests, default_workloads

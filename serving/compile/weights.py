@@ -1,0 +1,26 @@
+"""Where vLLM loads a model's weights from: its Hugging Face repo, or its Cloud Storage bucket
+as GCS FUSE mounts it (read-only) in every worker pod."""
+
+from __future__ import annotations
+
+from serving.spec.profile import GCS_SCHEME, ModelSpec
+
+# Where a gs:// bucket of weights is mounted in worker pods (GCS FUSE, read-only).
+MODEL_MOUNT_ROOT = "/mnt/models"
+
+
+def gcs_weights(spec: ModelSpec) -> tuple[str, str] | None:
+    """(bucket, object prefix) when the weights are on GCS, else None (Hugging Face)."""
+    if not spec.weights_on_gcs:
+        return None
+    bucket, _, prefix = spec.source.removeprefix(GCS_SCHEME).partition("/")
+    return bucket, prefix.strip("/")
+
+
+def model_source(spec: ModelSpec) -> str:
+    """What vLLM loads: the Hugging Face repo, or the weights' path under the GCS FUSE mount."""
+    weights = gcs_weights(spec)
+    if weights is None:
+        return spec.source
+    bucket, prefix = weights
+    return f"{MODEL_MOUNT_ROOT}/{bucket}/{prefix}".rstrip("/")
