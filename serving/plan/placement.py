@@ -11,7 +11,7 @@ from pydantic import Field
 from serving import catalog
 from serving.catalog import MachineType
 from serving.frozen import Frozen
-from serving.spec.parts import Autoscaling, Parallelism
+from serving.plan.replicas import ReplicaGroup
 from serving.spec.profile import ModelSpec
 
 
@@ -45,9 +45,9 @@ def choose_machine(spec: ModelSpec, gpus_per_replica: int) -> MachineType:
     )
 
 
-def placement(machine: MachineType, layout: Parallelism, autoscaling: Autoscaling) -> Placement:
+def placement(machine: MachineType, group: ReplicaGroup) -> Placement:
     """Where a group's replicas land on nodes of the machine `choose_machine` picked for it."""
-    gpus = layout.gpus_per_replica
+    gpus = group.gpus_per_replica
     nodes_per_replica = math.ceil(gpus / machine.gpus_per_node)
     replicas_per_node = machine.gpus_per_node // gpus if nodes_per_replica == 1 else 0
 
@@ -64,11 +64,11 @@ def placement(machine: MachineType, layout: Parallelism, autoscaling: Autoscalin
         nodes_per_replica=nodes_per_replica,
         replicas_per_node=replicas_per_node,
         spans_nodes=nodes_per_replica > 1,
-        expert_parallel_size=layout.expert_parallel_size,
-        min_replicas=autoscaling.min_replicas,
-        max_replicas=autoscaling.max_replicas,
-        min_nodes=nodes(autoscaling.min_replicas),
-        max_nodes=nodes(autoscaling.max_replicas),
+        expert_parallel_size=group.parallelism.expert_parallel_size,
+        min_replicas=group.min_replicas,
+        max_replicas=group.max_replicas,
+        min_nodes=nodes(group.min_replicas),
+        max_nodes=nodes(group.max_replicas),
     )
 
 

@@ -145,7 +145,7 @@ def plan(
         role, layout = group.role, group.parallelism
         mem = memory(spec, layout)
         machine = choose_machine(spec, group.gpus_per_replica)
-        where = placement(machine, layout, group.autoscaling)
+        where = placement(machine, group)
         # Throughput at the largest batch within the profile's inter-token target, unless the
         # caller asks about another target (the recommender's).
         target_s = spec.latency.itl_ms / 1e3 if itl_target_s is None else itl_target_s

@@ -44,11 +44,6 @@ class ReplicaGroup(Frozen):
         """Replicas (for a data-parallel group: DP groups) the group may scale to."""
         return self.autoscaling.max_replicas
 
-    @property
-    def disaggregated(self) -> bool:
-        """One side of a prefill/decode pair: its KV cache moves to or from the other side."""
-        return self.role != "server"
-
 
 def replica_groups(spec: ModelSpec) -> list[ReplicaGroup]:
     """One server group; with prefill/decode disaggregation, a prefill and a decode group, each
