@@ -42,7 +42,7 @@ def deployable(spec: ModelSpec, resilience: Resilience | None = None) -> Compile
 SHIPPED_PROFILES = sorted((REPO / "stacks" / "models").glob("*.yaml"))
 
 
-def llm_configs(compiled: ModelSpec) -> list[tuple[str, dict[str, Any]]]:
-    """(role, LLMConfig arguments) for each side the application runs."""
-    roles = [g.role for g in plan(compiled).groups]
-    return [(role, compile_spec(compiled).llm_config(role)) for role in roles]
+def llm_configs(spec: ModelSpec) -> list[tuple[str, dict[str, Any]]]:
+    """(role, LLMConfig arguments) for each replica group the plan holds, from one compile."""
+    compiled = compile_spec(spec)
+    return [(group.role, compiled.llm_config(group.role)) for group in compiled.plan.groups]
