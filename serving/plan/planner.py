@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from serving.catalog import GIB
 from serving.frozen import Frozen
@@ -83,10 +83,13 @@ class GroupPlan(Frozen):
     estimates: Estimates
     cost: Cost
 
+    # Read through the group, and kept in the plan's JSON where `plan --json` always had them.
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def role(self) -> Role:
         return self.replica_group.role
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def parallelism(self) -> Parallelism:
         return self.replica_group.parallelism
