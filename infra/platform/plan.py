@@ -29,19 +29,9 @@ from serving.compile.scheduling import NODE_SURGE
 from serving.errors import ProfileValidationError, ServestackError
 from serving.frozen import Frozen
 from serving.plan.planner import Plan, plan
+from serving.plan.rules import tensor_across_nodes
 from serving.spec.loading import display_path, validate
 from serving.spec.profile import ModelSpec
-
-# A plan error whose fix is in this part of a model profile.
-_VERDICT_FIELDS = {
-    "does-not-fit": "parallelism",
-    "tp-crosses-node": "parallelism.tensor",
-    "tp-heads": "parallelism.tensor",
-    "ep-on-dense": "parallelism.expert",
-    "ep-size-indivisible": "parallelism.data",
-    "needless-span": "parallelism",
-    "placement-strategy": "placement",
-}
 
 
 class PlatformPlan(Frozen):
@@ -233,9 +223,9 @@ def _gpu_demands(
                     ServestackError(
                         where,
                         "parallelism.tensor",
-                        f"tensor={tensor} needs {tensor} GPUs on one node (one NVLink domain), "
-                        f"but the {placement.machine_type} pool's nodes have "
-                        f"{placement.gpus_per_node}",
+                        tensor_across_nodes(
+                            tensor, placement.machine_type, placement.gpus_per_node
+                        ),
                         f"use tensor: {placement.gpus_per_node} or less, with pipeline stages "
                         f"across nodes; {look}",
                     )
@@ -255,8 +245,7 @@ def _gpu_demands(
         for verdict in model_plan.verdicts:
             if verdict.severity != "error" or (too_wide and verdict.code == "tp-crosses-node"):
                 continue
-            field_name = _VERDICT_FIELDS.get(verdict.code, "parallelism")
-            problems.append(ServestackError(where, field_name, verdict.message, look))
+            problems.append(ServestackError(where, verdict.field, verdict.message, look))
     if problems and judge_layouts:
         raise ProfileValidationError(problems)
     return demands

@@ -1,6 +1,7 @@
 """The reference pages' tables: the profile's fields and the stack's keys (from the pydantic
-models' `Field(description=...)`), the CLI (from the Typer app), the policy pack and the
-fast-path switches. Each fact is imported once, by name, where its maker reads it."""
+models' `Field(description=...)`), the CLI (from the Typer app), the policy pack, the
+planner's verdicts (from its rules' registry) and the fast-path switches. Each fact is imported
+once, by name, where its maker reads it."""
 
 from __future__ import annotations
 
@@ -203,6 +204,15 @@ def policies_table() -> str:
     return "\n".join(rows)
 
 
+def verdicts_table() -> str:
+    from serving.plan.rules import RULES
+
+    rows = ["| code | severity | profile field | meaning |", "| --- | --- | --- | --- |"]
+    for rule in RULES:
+        rows.append(f"| `{rule.code}` | {rule.severity} | `{rule.field}` | {cell(rule.meaning)} |")
+    return "\n".join(rows)
+
+
 def fast_paths_table() -> str:
     from serving.catalog.fast_paths import FAST_PATHS, FORWARD_BODY_VARIABLE
 
@@ -222,5 +232,6 @@ REGIONS: dict[str, Maker] = {
     "stack-keys": anywhere(stack_keys_reference),
     "cli": anywhere(cli_reference),
     "policies": anywhere(policies_table),
+    "verdicts": anywhere(verdicts_table),
     "fast-paths": anywhere(fast_paths_table),
 }

@@ -194,7 +194,7 @@ BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = 
         _profile("llama-3.1-8b", lambda d: d.update(parallelism={"tensor": 16})),
         "stacks/models/llama-3.1-8b.yaml",
         "parallelism.tensor",
-        ["tensor=16 needs 16 GPUs on one node", "a3-highgpu-8g pool's nodes have 8", "tensor: 8"],
+        ["tensor=16 needs 16 GPUs on one node; a3-highgpu-8g has 8", "tensor: 8"],
     ),
     (
         "spot-only-machine-on-demand",
