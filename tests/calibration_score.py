@@ -1,5 +1,6 @@
 """The calibration set scored: the planner's estimate for each row, the share within ±25%, the
-median error, and the README's held-back table."""
+median error, the error bands the held rows measure (scripts/fit_speed_constants.py writes them
+into serving/plan/error_bands.py), the table of every row, and the README's held-back table."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from calibration_row import Row
 from calibration_set import ROWS
 
 from serving.catalog import MachineType
+from serving.plan.accuracy import ErrorBand
 from serving.plan.placement import choose_machine
 from serving.plan.planner import decode_step_s, plan, prefill_s, ttft_s
 from serving.spec.parts import Parallelism
@@ -150,4 +152,56 @@ def readme_error_table() -> str:
         f"| all | all | {len(held)} | {within(held):.0%} | {median_error(held):.0%} "
         f"| {worst:+.0%} |"
     )
+    return "\n".join(lines)
+
+
+def _kind(row: Row) -> tuple[bool, str]:
+    """The kind of estimate a row measures: (is_moe, phase) as serving.plan.accuracy keys it."""
+    phase = {"tpot": "decode", "ttft": "ttft", "prefill": "ttft"}.get(row.metric, "saturation")
+    return row.spec().architecture.is_moe, phase
+
+
+def error_band_of(rows: Sequence[Scored]) -> ErrorBand:
+    errors = sorted(abs(s.error) for s in rows)
+    # the smallest |error| that 80% of the points stay within
+    band = errors[max(0, math.ceil(0.8 * len(errors)) - 1)]
+    worst = max((s.error for s in rows), key=abs)
+    return ErrorBand(
+        points=len(rows),
+        median=round(median_error(rows), 2),
+        band=round(band, 2),
+        worst=round(worst, 2),
+    )
+
+
+def measured_bands(scored: Sequence[Scored]) -> dict[tuple[bool, str], ErrorBand]:
+    """The error band of each kind of estimate among these rows."""
+    by_kind: dict[tuple[bool, str], list[Scored]] = {}
+    for s in scored:
+        by_kind.setdefault(_kind(s.row), []).append(s)
+    return {kind: error_band_of(rows) for kind, rows in by_kind.items()}
+
+
+def table(scored: Sequence[Scored]) -> str:
+    """Every row with its estimate and error, then each part's and class's share within ±25%."""
+    lines = [
+        f"{'part':4} {'class':12} {'setup':62} {'published':>10} {'estimate':>10} {'error':>6}",
+    ]
+    for s in sorted(scored, key=lambda s: (s.row.part, CLASSES.index(s.row.klass), s.row.label)):
+        lines.append(
+            f"{s.row.part:4} {s.row.klass:12} {s.row.label:62} {s.row.published:10.2f} "
+            f"{s.estimated:10.2f} {s.error:+6.0%}"
+        )
+    for part in ("fit", "held"):
+        rows = [s for s in scored if s.row.part == part]
+        lines.append(
+            f"{part}: {len(rows)} rows, {within(rows):.0%} within ±25%, "
+            f"median |error| {median_error(rows):.1%}"
+        )
+        for klass in CLASSES:
+            of_class = [s for s in rows if s.row.klass == klass]
+            lines.append(
+                f"  {klass:12} {len(of_class):2} rows, {within(of_class):4.0%} within ±25%, "
+                f"median {median_error(of_class):.1%}"
+            )
     return "\n".join(lines)

@@ -3,14 +3,17 @@
 Measured on the held-back rows of the calibration set (`tests/calibration_set.py`: published
 vLLM runs the efficiency constants were not fitted on), by the kind of estimate: dense or MoE
 model, and decode (time per output token), TTFT (time to first token) or saturation (throughput
-with requests queued). `test_published_measurements` recomputes every figure here from the
-calibration set and fails when they drift, so this table is what the planner measurably does.
+with requests queued). The figures are generated from the calibration set into
+`serving.plan.error_bands` by scripts/fit_speed_constants.py, whose `--check` (run by the tests)
+fails when they drift, so they are what the planner measurably does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from serving.plan.error_bands import MEASURED
 
 Phase = Literal["decode", "ttft", "saturation"]
 
@@ -33,15 +36,9 @@ class ErrorBand:
         )
 
 
-# (is_moe, phase) -> measured on the held-back rows; regenerate with
-# `python -m pytest tests/serving/plan/test_published_measurements.py -s`.
-ERROR_BANDS: dict[tuple[bool, Phase], ErrorBand] = {
-    (False, "decode"): ErrorBand(points=6, median=0.07, band=0.09, worst=-0.14),
-    (True, "decode"): ErrorBand(points=3, median=0.08, band=0.47, worst=-0.47),
-    (False, "ttft"): ErrorBand(points=4, median=0.23, band=0.41, worst=0.41),
-    (True, "ttft"): ErrorBand(points=3, median=0.12, band=0.54, worst=-0.54),
-    (False, "saturation"): ErrorBand(points=5, median=0.12, band=0.12, worst=-0.14),
-    (True, "saturation"): ErrorBand(points=10, median=0.08, band=0.18, worst=0.7),
+# (is_moe, phase) -> measured on the held-back rows.
+ERROR_BANDS: dict[tuple[bool, str], ErrorBand] = {
+    kind: ErrorBand(*figures) for kind, figures in MEASURED.items()
 }
 
 

@@ -1,16 +1,16 @@
 """Communication inside one replica per engine step: tensor-parallel all-reduces, expert-parallel
 all-to-alls (dispatch and combine) and pipeline-stage hand-offs, over NVLink inside a node and
-the node's GPU network across nodes. `serving.plan.speed` adds them to a step's compute."""
+the node's GPU network across nodes. `serving.plan.speed` adds them to a step's compute; the
+all-reduce's latency is fitted (`serving.plan.fitted`)."""
 
 from __future__ import annotations
 
 from serving.catalog import MachineType
+from serving.plan import fitted
 from serving.plan.memory import ACTIVATION_BYTES
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
 
-# One small-message all-reduce (decode) between GPUs of one node, launch included (fitted).
-ALLREDUCE_LATENCY_S = 12.0e-6
 # One expert-parallel dispatch or combine (all-to-all), launch included.
 ALLTOALL_LATENCY_S = 40e-6
 # One pipeline-stage hand-off.
@@ -31,7 +31,7 @@ def _allreduce_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tok
         return 0.0
     message = tokens * spec.architecture.hidden_size * ACTIVATION_BYTES
     bandwidth = _link_bandwidth(spec, machine, tp)
-    one = ALLREDUCE_LATENCY_S + 2 * (tp - 1) / tp * message / bandwidth
+    one = fitted.ALLREDUCE_LATENCY_S + 2 * (tp - 1) / tp * message / bandwidth
     return 2 * spec.architecture.num_layers * one
 
 

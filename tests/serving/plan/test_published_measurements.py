@@ -1,9 +1,10 @@
 """The planner's estimates against published vLLM measurements (`tests/calibration_set.py`).
 
-The efficiency constants in `serving.plan.speed` were fitted on the `fit` rows; the `held` rows
+The efficiency constants in `serving.plan.fitted` were fitted on the `fit` rows; the `held` rows
 judge them. The acceptance bars for the held rows: at least 80% within ±25%, median |error| at most
 15%, and no class (dense decode, MoE decode, saturation, TTFT) below 60% within ±25%. The error
-bands the CLI publishes (`serving.plan.accuracy`) are recomputed here and must not drift.
+bands the CLI publishes (`serving.plan.accuracy`, generated into `serving.plan.error_bands`) are
+recomputed here and must not drift.
 
 Run with `-s` to see the table.
 """
@@ -11,61 +12,27 @@ Run with `-s` to see the table.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import pytest
-from calibration_row import Row
-from calibration_score import CLASSES, Scored, closed_loop_queue_s, median_error, score, within
-from calibration_set import FRONTEND_RUNS, ROWS
+from calibration_score import (
+    CLASSES,
+    Scored,
+    closed_loop_queue_s,
+    measured_bands,
+    median_error,
+    score,
+    table,
+    within,
+)
+from calibration_set import ROWS
+from calibration_sources import FRONTEND_RUNS
 
-from serving.plan.accuracy import ERROR_BANDS, ErrorBand
+from serving.plan.accuracy import ERROR_BANDS
 from serving.plan.placement import choose_machine
 from serving.plan.planner import plan
 
 _within = within
 _median = median_error
-
-
-def _band(rows: Sequence[Scored]) -> ErrorBand:
-    errors = sorted(abs(s.error) for s in rows)
-    # the smallest |error| that 80% of the points stay within
-    band = errors[max(0, math.ceil(0.8 * len(errors)) - 1)]
-    worst = max((s.error for s in rows), key=abs)
-    return ErrorBand(
-        points=len(rows),
-        median=round(_median(rows), 2),
-        band=round(band, 2),
-        worst=round(worst, 2),
-    )
-
-
-def _kind(row: Row) -> tuple[bool, str]:
-    phase = {"tpot": "decode", "ttft": "ttft", "prefill": "ttft"}.get(row.metric, "saturation")
-    return row.spec().architecture.is_moe, phase
-
-
-def table(scored: Sequence[Scored]) -> str:
-    lines = [
-        f"{'part':4} {'class':12} {'setup':62} {'published':>10} {'estimate':>10} {'error':>6}",
-    ]
-    for s in sorted(scored, key=lambda s: (s.row.part, CLASSES.index(s.row.klass), s.row.label)):
-        lines.append(
-            f"{s.row.part:4} {s.row.klass:12} {s.row.label:62} {s.row.published:10.2f} "
-            f"{s.estimated:10.2f} {s.error:+6.0%}"
-        )
-    for part in ("fit", "held"):
-        rows = [s for s in scored if s.row.part == part]
-        lines.append(
-            f"{part}: {len(rows)} rows, {_within(rows):.0%} within ±25%, "
-            f"median |error| {_median(rows):.1%}"
-        )
-        for klass in CLASSES:
-            of_class = [s for s in rows if s.row.klass == klass]
-            lines.append(
-                f"  {klass:12} {len(of_class):2} rows, {_within(of_class):4.0%} within ±25%, "
-                f"median {_median(of_class):.1%}"
-            )
-    return "\n".join(lines)
 
 
 @pytest.fixture(scope="module")
@@ -145,10 +112,8 @@ def test_fit_rows_stay_where_the_constants_were_fitted(scored: list[Scored]) -> 
 
 
 def test_published_error_bands_are_what_the_held_rows_measure(scored: list[Scored]) -> None:
-    held = [s for s in scored if s.row.part == "held"]
-    measured: dict[tuple[bool, str], list[Scored]] = {}
-    for s in held:
-        measured.setdefault(_kind(s.row), []).append(s)
-    bands = {kind: _band(rows) for kind, rows in measured.items()}
+    """serving/plan/error_bands.py is generated from these rows (scripts/fit_speed_constants.py
+    --bands); the bands the CLI publishes are the ones they measure today."""
+    bands = measured_bands([s for s in scored if s.row.part == "held"])
     print("\n" + "\n".join(f"{kind}: {band}" for kind, band in sorted(bands.items())))
     assert bands == ERROR_BANDS

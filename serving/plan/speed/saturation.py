@@ -1,0 +1,132 @@
+"""A replica's estimates: latency at low load, and the throughput of a burst of requests
+queued at once. A saturated server decodes as many sequences as its KV cache holds at their
+average length, not at their longest, and drains as its requests finish."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from pydantic import Field
+
+from serving.catalog import MachineType
+from serving.frozen import Frozen
+from serving.plan.collectives import P2P_LATENCY_S
+from serving.plan.memory import MemoryBreakdown, kv_bytes_per_token
+from serving.plan.speed.decode import decode_step_s
+from serving.plan.speed.prefill import prefill_compute_s, prefill_s, ttft_s
+from serving.spec.parts import Parallelism
+from serving.spec.profile import ModelSpec
+
+# Throughput is that of this many requests queued at once: `vllm bench serve`'s default
+# --num-prompts, the way published serving throughput is measured.
+BURST_REQUESTS = 1000
+DRAIN_POINTS = 24
+
+
+class Estimates(Frozen):
+    """Estimates for one replica (see serving.plan.speed)."""
+
+    prefill_s: float = Field(description="Prefill of the workload's input at batch 1.")
+    ttft_s: float = Field(description="Time to first token at low load.")
+    itl_s: float = Field(description="Inter-token latency at batch 1.")
+    decode_batch: int = Field(description="Sequences decoded per step at the throughput point.")
+    itl_at_batch_s: float = Field(description="Inter-token latency at that batch.")
+    requests_per_s: float
+    output_tokens_per_s: float
+
+
+def _kv_transfer_s(spec: ModelSpec, machine: MachineType) -> float:
+    """P/D: the prefill side ships the prompt's KV cache to the decode side over the network."""
+    size = spec.workload.input_tokens * kv_bytes_per_token(spec)
+    return P2P_LATENCY_S + size / machine.network_bandwidth_bytes_per_s
+
+
+def saturated_batch(spec: ModelSpec, layout: Parallelism, mem: MemoryBreakdown) -> int:
+    """Sequences one DP rank decodes at once when requests queue: what its KV cache holds with
+    each sequence at its average length over its life (prompt plus half its output, since vLLM
+    allocates blocks as tokens arrive), capped by max_num_seqs."""
+    work = spec.workload
+    per_rank_tokens = mem.kv_capacity_tokens // layout.data
+    average_length = work.input_tokens + work.output_tokens // 2
+    return min(spec.max_num_seqs, per_rank_tokens // average_length)
+
+
+def burst_decode_s(
+    spec: ModelSpec, machine: MachineType, layout: Parallelism, batch: int, requests: float
+) -> float:
+    """Decode time of `requests` requests queued at once on one DP rank that decodes at most
+    `batch` at a time, with output lengths spread like chat completions (exponentially around
+    the workload's mean): the batch stays full while the queue lasts, then drains as requests
+    finish, and the longest ones decode almost alone. Published serving throughput is measured
+    this way (`vllm bench serve` sends its prompts at once), and the drain is where a server
+    falls short of its full-batch rate."""
+    work = spec.workload
+    mean_output = work.output_tokens
+    context = work.input_tokens + mean_output // 2
+    full = decode_step_s(spec, machine, layout, batch, context)
+    queued_tokens = max(0.0, requests - batch) * mean_output
+    seconds = queued_tokens / batch * full
+    # Draining from b sequences: b(t) = b e^(-t/mean), so the steps spent between batch sizes
+    # B and B - dB are mean x dB / B. Sum that over batch sizes, log-spaced, down to one.
+    draining = min(float(batch), requests)
+    points = max(2, min(DRAIN_POINTS, int(draining)))
+    sizes = [draining ** (1 - i / (points - 1)) for i in range(points)]
+    for high, low in itertools.pairwise(sizes):
+        middle = math.sqrt(high * low)
+        steps = mean_output * math.log(high / low)
+        seconds += steps * decode_step_s(spec, machine, layout, max(1, round(middle)), context)
+    # The longest of them outlives the last drain step by about one mean length.
+    return seconds + mean_output * decode_step_s(spec, machine, layout, 1, context)
+
+
+def estimates(
+    spec: ModelSpec,
+    machine: MachineType,
+    role: str,
+    layout: Parallelism,
+    mem: MemoryBreakdown,
+    itl_target_s: float | None = None,
+    burst_requests: int = BURST_REQUESTS,
+) -> Estimates:
+    """Latency at low load, and throughput of a burst of `burst_requests` requests decoded at
+    the batch a saturated server reaches (lowered to meet an inter-token latency target if one
+    is given). The size of the burst matters: the fewer the requests, the larger the share of
+    the run spent draining, when the batch is no longer full."""
+    work = spec.workload
+    # P/D: the prefill side's prompt ends once its KV cache reaches the decode side.
+    transfer = _kv_transfer_s(spec, machine) if role == "prefill" else 0.0
+    prompt = prefill_s(spec, machine, layout, work.input_tokens) + transfer
+    context = work.input_tokens + work.output_tokens // 2
+    itl_1 = decode_step_s(spec, machine, layout, 1, context)
+
+    batch = saturated_batch(spec, layout, mem)
+    if itl_target_s is not None:
+        while batch > 1 and decode_step_s(spec, machine, layout, batch, context) > itl_target_s:
+            batch = max(1, int(batch * 0.8))
+    ttft = ttft_s(spec, machine, layout) + transfer
+    if batch < 1:
+        return Estimates(
+            prefill_s=prompt, ttft_s=ttft, itl_s=itl_1, decode_batch=0, itl_at_batch_s=itl_1,
+            requests_per_s=0.0, output_tokens_per_s=0.0,
+        )  # fmt: skip
+    step = decode_step_s(spec, machine, layout, batch, context)
+    requests = burst_requests / layout.data
+    prefill_seconds = requests * prefill_compute_s(spec, layout, work.input_tokens)
+    decode_seconds = burst_decode_s(spec, machine, layout, batch, requests)
+    # A prefill-only replica pays no decode, a decode-only one no prefill.
+    seconds = {
+        "server": prefill_seconds + decode_seconds,
+        "prefill": prefill_seconds,
+        "decode": decode_seconds,
+    }[role]
+    requests_per_s = burst_requests / seconds
+    return Estimates(
+        prefill_s=prompt,
+        ttft_s=ttft,
+        itl_s=itl_1,
+        decode_batch=batch,
+        itl_at_batch_s=step,
+        requests_per_s=requests_per_s,
+        output_tokens_per_s=requests_per_s * work.output_tokens,
+    )
