@@ -39,11 +39,12 @@ class Row:
     part: Part
     batch: int = field(default=1, kw_only=True)  # concurrency, for tpot and ttft
     # Per-request time the measured vLLM version spent before prefill that the version
-    # servestack deploys no longer spends (see calibration_set.VLLM_0_11_QWEN3_TEMPLATE_PARSE_S);
+    # servestack deploys no longer spends (see
+    # calibration_sources.VLLM_0_11_QWEN3_TEMPLATE_PARSE_S);
     # added to the planner's TTFT for this row only.
     retired_frontend_s: float = field(default=0.0, kw_only=True)
     # The measured server's serial work per chat request (its API server's event loop), which
-    # requests arriving together queue behind (see calibration_set.FrontendRun).
+    # requests arriving together queue behind (see calibration_sources.FRONTEND_RUNS).
     serial_frontend_s: float = field(default=0.0, kw_only=True)
     # Every prompt of the run has the workload's length (a synthetic benchmark's), not a chat
     # dataset's spread around it (serving.plan.speed.prompt_lengths).
