@@ -1,6 +1,7 @@
 """How a servestack policy is declared: a check that yields violation messages, wrapped into a
-Pulumi CrossGuard policy with its metadata. A resource the check cannot read is a violation of
-a mandatory policy (fail closed) and a note on an advisory one."""
+Pulumi CrossGuard policy with its metadata. A resource the check cannot read (a view raised
+`UnreadableError`) is a violation naming the resource and the field: of a mandatory policy it
+blocks (fail closed), of an advisory one it is a note."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def resource_policy(
             for message in check(args.resource_type, args.name, args.props, args.get_config()):
                 report_violation(message, None)
         except UnreadableError as exc:
-            report_violation(f"{args.name} cannot be judged: {exc}", None)
+            report_violation(f"{exc.resource or args.name} cannot be judged: {exc}", None)
 
     return ResourceValidationPolicy(
         validate=validate,
@@ -88,7 +89,7 @@ def stack_policy(
             for message in check(list(args.resources), args.get_config()):
                 report_violation(message, None)
         except UnreadableError as exc:
-            report_violation(f"the stack cannot be judged: {exc}", None)
+            report_violation(f"{exc.resource or 'the stack'} cannot be judged: {exc}", None)
 
     return StackValidationPolicy(
         validate=validate,

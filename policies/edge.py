@@ -18,7 +18,15 @@ from typing import Any
 from pulumi_policy import Severity
 
 from policies.common import stack_policy
-from policies.views import INGRESS
+from policies.views import (
+    CONFIGMAP,
+    HELM_RELEASE,
+    INGRESS,
+    ConfigMapView,
+    IngressView,
+    ReleaseView,
+    views,
+)
 from serving.catalog.edge_controller import (
     CONFIGMAP_KEYS,
     CONTROLLER_ARGUMENTS,
@@ -27,8 +35,6 @@ from serving.catalog.edge_controller import (
 )
 from serving.catalog.pins import EDGE_CHART
 
-RELEASE = "kubernetes:helm.sh/v3:Release"
-CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 ANNOTATION_PREFIX = "haproxy.org/"
 SNIPPET = f"{ANNOTATION_PREFIX}backend-config-snippet"
 PATTERN_FILES_FLAG = "--configmap-patternfiles"
@@ -107,30 +113,23 @@ class Edge:
 
 def edges(resources: list[Any]) -> list[Edge]:
     found = []
-    for resource in resources:
-        props = resource.props
-        if resource.resource_type != RELEASE or props.get("chart") != EDGE_CHART.name:
+    for release in views(resources, HELM_RELEASE, ReleaseView):
+        if release.chart != EDGE_CHART.name:
             continue
-        controller = (props.get("values") or {}).get("controller") or {}
+        controller = release.controller
         found.append(
             Edge(
-                resource.name,
-                [str(a) for a in controller.get("extraArgs") or []],
-                controller.get("config") or {},
-                controller.get("service") or {},
+                release.name,
+                [str(a) for a in controller.items("extraArgs")],
+                controller.mapping("config"),
+                controller.mapping("service"),
             )
         )
     return found
 
 
 def _configmaps(resources: list[Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
-    found = {}
-    for resource in resources:
-        if resource.resource_type == CONFIGMAP:
-            metadata = resource.props.get("metadata") or {}
-            key = (str(metadata.get("namespace") or "default"), str(metadata.get("name")))
-            found[key] = resource.props.get("data") or {}
-    return found
+    return {c.key: c.data for c in views(resources, CONFIGMAP, ConfigMapView)}
 
 
 def _controller_faults(edge: Edge, configmaps: Mapping[tuple[str, str], Any]) -> Iterator[str]:
@@ -155,7 +154,7 @@ def _controller_faults(edge: Edge, configmaps: Mapping[tuple[str, str], Any]) ->
 
 
 def _gate(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
-    ingresses = [r for r in resources if r.resource_type == INGRESS]
+    ingresses = views(resources, INGRESS, IngressView)
     found = edges(resources)
     if ingresses and not found:
         yield f"no {EDGE_CHART.name} release serves the stack's {len(ingresses)} route(s)"
@@ -173,7 +172,7 @@ def _gate(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
             else:
                 files |= pattern_files(configmaps[named])
     for ingress in ingresses:
-        annotations = (ingress.props.get("metadata") or {}).get("annotations") or {}
+        annotations = ingress.annotations
         for key in annotations:
             if key.startswith(ANNOTATION_PREFIX) and key[len(ANNOTATION_PREFIX) :] not in (
                 INGRESS_ANNOTATIONS

@@ -11,71 +11,55 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import yaml
 from pulumi_policy import Severity
 
 from policies.common import stack_policy
-from policies.views import INGRESS, NODE_POOL, RAYSERVICE
-from policies.views import node_pool_machine as pool_machine
-from serving.compile.patterns import llm_configs_of
+from policies.views import (
+    HELM_RELEASE,
+    INGRESS,
+    NODE_POOL,
+    PDB,
+    REDIS,
+    SECRET,
+    BudgetView,
+    IngressView,
+    KubernetesObject,
+    NodePoolView,
+    RedisView,
+    ReleaseView,
+    rayservices,
+    views,
+)
 from serving.compile.scheduling import (
     MACHINE_TYPE_LABEL,
     NODE_SURGE,
     POOL_LABEL,
     RESERVED_NODES_LABEL,
-    SPOT_CRITICAL_PODS_S,
     SPOT_POD_NOTICE_S,
     SYSTEM_POOL,
-    head_pod_containers,
     misfit,
     requested,
 )
 
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-PDB = "kubernetes:policy/v1:PodDisruptionBudget"
-SECRET = "kubernetes:core/v1:Secret"
-REDIS = "gcp:redis/instance:Instance"
 NODE_TYPE_LABEL = "ray.io/node-type"
 GROUP_LABEL = "ray.io/group"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-# Kubernetes' default terminationGracePeriodSeconds, and Ray Serve's graceful_shutdown_timeout_s.
-KUBERNETES_DEFAULT_GRACE_S = 30
-SERVE_DEFAULT_SHUTDOWN_S = 20
 DEPRECATED_THRESHOLDS = ("serviceUnhealthySecondThreshold", "deploymentUnhealthySecondThreshold")
 
 
-def _of(resources: list[Any], resource_type: str) -> list[Any]:
-    return [r for r in resources if r.resource_type == resource_type]
-
-
-def _cluster(service: Any) -> Mapping[str, Any]:
-    return ((service.props.get("spec") or {}).get("rayClusterConfig")) or {}
-
-
-def _pod(group: Mapping[str, Any]) -> Mapping[str, Any]:
-    return ((group.get("template") or {}).get("spec")) or {}
-
-
-def _template_labels(group: Mapping[str, Any]) -> dict[str, str]:
-    return dict(((group.get("template") or {}).get("metadata") or {}).get("labels") or {})
-
-
-def _gpu_pools(resources: list[Any]) -> dict[str, Mapping[str, Any]]:
-    return {
-        machine: r.props for r in _of(resources, NODE_POOL) if (machine := pool_machine(r.props))
-    }
+def _gpu_pools(resources: list[Any]) -> dict[str, NodePoolView]:
+    pools = views(resources, NODE_POOL, NodePoolView)
+    return {pool.machine: pool for pool in pools if pool.machine}
 
 
 def _system_machine(resources: list[Any]) -> str | None:
-    for pool in _of(resources, NODE_POOL):
-        node = pool.props.get("nodeConfig") or {}
-        if (node.get("labels") or {}).get(POOL_LABEL) == SYSTEM_POOL:
-            return str(node.get("machineType"))
+    for pool in views(resources, NODE_POOL, NodePoolView):
+        if pool.pool_role == SYSTEM_POOL:
+            return str(pool.machine_type)
     return None
 
 
-def _machine_selected(pod: Mapping[str, Any], system: str | None) -> str | None:
-    selector = pod.get("nodeSelector") or {}
+def _machine_selected(selector: Mapping[str, Any], system: str | None) -> str | None:
     if MACHINE_TYPE_LABEL in selector:
         return str(selector[MACHINE_TYPE_LABEL])
     if selector.get(POOL_LABEL) == SYSTEM_POOL:
@@ -89,26 +73,20 @@ def _machine_selected(pod: Mapping[str, Any], system: str | None) -> str | None:
 def _pod_fits_node(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
     system = _system_machine(resources)
     pods: list[tuple[str, Mapping[str, Any], list[Mapping[str, Any]]]] = []
-    for service in _of(resources, RAYSERVICE):
-        cluster = _cluster(service)
-        head = cluster.get("headGroupSpec") or {}
-        pods.append((f"{service.name} head", _pod(head), head_pod_containers(cluster)))
-        for group in cluster.get("workerGroupSpecs") or []:
-            pod = _pod(group)
+    for service in rayservices(resources):
+        pods.append(
+            (f"{service.name} head", service.head.node_selector, service.head_pod_containers())
+        )
+        for group in service.worker_groups:
             pods.append(
-                (
-                    f"{service.name} worker {group.get('groupName')}",
-                    pod,
-                    pod.get("containers") or [],
-                )
+                (f"{service.name} worker {group.name}", group.node_selector, group.raw_containers)
             )
-    for release in _of(resources, HELM_RELEASE):
-        values = release.props.get("values") or {}
-        for part in (values, values.get("controller") or {}):
-            if "resources" in part and "nodeSelector" in part:
-                pods.append((release.name, part, [part]))
-    for name, pod, containers in pods:
-        machine = _machine_selected(pod, system)
+    for release in views(resources, HELM_RELEASE, ReleaseView):
+        for part in (release.values, release.controller):
+            if part.get("resources") is not None and part.get("nodeSelector") is not None:
+                pods.append((release.name, part.labels("nodeSelector"), [part.props]))
+    for name, selector, containers in pods:
+        machine = _machine_selected(selector, system)
         if machine is None:
             yield f"{name} selects no pool of the stack, so its fit cannot be checked"
             continue
@@ -121,137 +99,105 @@ def _pod_fits_node(resources: list[Any], config: Mapping[str, Any]) -> Iterator[
 
 
 def _gcs_fault_tolerance(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
-    stores = _of(resources, REDIS)
+    stores = views(resources, REDIS, RedisView)
     secrets = {
-        (
-            (s.props.get("metadata") or {}).get("namespace"),
-            (s.props.get("metadata") or {}).get("name"),
-        )
-        for s in _of(resources, SECRET)
+        (secret.namespace, secret.object_name)
+        for secret in views(resources, SECRET, KubernetesObject)
     }
     for store in stores:
-        props = store.props
-        if props.get("authEnabled") is not True:
+        if store.auth_enabled is not True:
             yield f"{store.name}: the GCS Redis has AUTH off"
-        if props.get("connectMode") != "PRIVATE_SERVICE_ACCESS":
+        if store.connect_mode != "PRIVATE_SERVICE_ACCESS":
             yield f"{store.name}: the GCS Redis is not reached through private service access"
-    for service in _of(resources, RAYSERVICE):
-        options = _cluster(service).get("gcsFaultToleranceOptions")
-        if not options:
+    for service in rayservices(resources):
+        options = service.gcs
+        if options is None:
             yield (
                 f"{service.name}: no GCS fault tolerance; a lost head makes KubeRay replace every "
                 "worker, and every replica reloads its weights"
             )
             continue
-        if not stores or not options.get("redisAddress"):
+        if not stores or not options.redis_address:
             yield f"{service.name}: GCS fault tolerance names no Redis the stack creates"
-        password = options.get("redisPassword") or {}
-        ref = (password.get("valueFrom") or {}).get("secretKeyRef") or {}
-        namespace = (service.props.get("metadata") or {}).get("namespace")
-        if "value" in password or not ref:
+        secret = options.password_secret
+        if options.password_by_value or not options.password_reference:
             yield f"{service.name}: the GCS Redis password is not read from a Secret"
-        elif (namespace, ref.get("name")) not in secrets:
-            yield f"{service.name}: the Secret {ref.get('name')} with the Redis password is missing"
+        elif (service.namespace, secret) not in secrets:
+            yield f"{service.name}: the Secret {secret} with the Redis password is missing"
 
 
 # --- disruption budgets -------------------------------------------------------------------
 
 
 def _disruption_budgets(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
-    budgets = [
-        (
-            (b.props.get("metadata") or {}).get("namespace"),
-            ((b.props.get("spec") or {}).get("selector") or {}).get("matchLabels") or {},
-            b.props.get("spec") or {},
-        )
-        for b in _of(resources, PDB)
-    ]
+    budgets = views(resources, PDB, BudgetView)
 
-    def guarding(namespace: Any, labels: dict[str, str]) -> list[Mapping[str, Any]]:
+    def guarding(namespace: Any, labels: dict[str, str]) -> list[BudgetView]:
         return [
-            spec
-            for where, selector, spec in budgets
-            if where == namespace and selector and selector.items() <= labels.items()
+            budget
+            for budget in budgets
+            if budget.namespace == namespace
+            and (selector := budget.match_labels)
+            and selector.items() <= labels.items()
         ]
 
-    for service in _of(resources, RAYSERVICE):
-        namespace = (service.props.get("metadata") or {}).get("namespace")
-        cluster = _cluster(service)
-        head = cluster.get("headGroupSpec") or {}
-        head_labels = _template_labels(head) | {NODE_TYPE_LABEL: "head"}
-        annotations = ((head.get("template") or {}).get("metadata") or {}).get("annotations") or {}
-        held = any(_holds(spec, 1) for spec in guarding(namespace, head_labels))
-        if not held and annotations.get(SAFE_TO_EVICT) != "false":
+    for service in rayservices(resources):
+        head = service.head
+        head_labels = head.labels | {NODE_TYPE_LABEL: "head"}
+        held = any(budget.holds(1) for budget in guarding(service.namespace, head_labels))
+        if not held and head.annotations.get(SAFE_TO_EVICT) != "false":
             yield (
                 f"{service.name}: its head has neither a PodDisruptionBudget nor safe-to-evict "
                 "'false'; a system-pool upgrade or scale-down evicts it at once"
             )
-        for group in cluster.get("workerGroupSpecs") or []:
-            minimum = int(group.get("minReplicas") or 0)
+        for group in service.worker_groups:
+            minimum = group.min_replicas
             if minimum < 1:
                 continue
-            labels = _template_labels(group) | {
-                NODE_TYPE_LABEL: "worker",
-                GROUP_LABEL: str(group.get("groupName")),
-            }
-            if not any(_holds(spec, minimum) for spec in guarding(namespace, labels)):
+            labels = group.labels | {NODE_TYPE_LABEL: "worker", GROUP_LABEL: group.name}
+            if not any(budget.holds(minimum) for budget in guarding(service.namespace, labels)):
                 yield (
-                    f"{service.name}: worker group {group.get('groupName')} has no "
+                    f"{service.name}: {group.where} has no "
                     f"PodDisruptionBudget keeping its {minimum} minimum pod(s); a node upgrade "
                     "evicts a serving pod at once"
                 )
 
 
-def _holds(spec: Mapping[str, Any], pods: int) -> bool:
-    if "minAvailable" in spec:
-        return int(spec["minAvailable"]) >= pods
-    return "maxUnavailable" in spec and int(spec["maxUnavailable"]) == 0
-
-
 # --- grace fits the notice ----------------------------------------------------------------
 
 
-def _notice_s(pool: Mapping[str, Any]) -> int | None:
+def _notice_s(pool: NodePoolView) -> int | None:
     """The seconds a pod on this pool gets when the node is reclaimed; None where nodes are only
     drained (any grace is honoured)."""
-    node = pool.get("nodeConfig") or {}
-    if not (node.get("spot") or node.get("preemptible")):
+    if not pool.reclaimable:
         return None
-    kubelet = node.get("kubeletConfig") or {}
-    total = kubelet.get("shutdownGracePeriodSeconds")
+    total = pool.shutdown_grace_s
     if total is None:
         return SPOT_POD_NOTICE_S
-    critical = kubelet.get("shutdownGracePeriodCriticalPodsSeconds", SPOT_CRITICAL_PODS_S)
-    return int(total) - int(critical)
+    return total - pool.critical_pods_grace_s
 
 
 def _grace_fits_notice(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
     pools = _gpu_pools(resources)
-    for service in _of(resources, RAYSERVICE):
+    for service in rayservices(resources):
         graces = []
-        for group in _cluster(service).get("workerGroupSpecs") or []:
-            pod = _pod(group)
-            grace = int(pod.get("terminationGracePeriodSeconds", KUBERNETES_DEFAULT_GRACE_S))
+        for group in service.worker_groups:
+            grace = group.grace_s
             graces.append(grace)
-            machine = _machine_selected(pod, None)
+            machine = _machine_selected(group.node_selector, None)
             notice = _notice_s(pools[machine]) if machine in pools else None
             if notice is not None and grace > notice:
                 yield (
-                    f"{service.name}: worker group {group.get('groupName')} asks "
+                    f"{service.name}: {group.where} asks "
                     f"{grace} s to stop, but a reclaimed {machine} node gives its pods {notice} s"
                 )
-        text = (service.props.get("spec") or {}).get("serveConfigV2") or ""
-        for app in (yaml.safe_load(text) or {}).get("applications") or []:
-            for role, llm in llm_configs_of(app.get("args") or {}):
-                deployment = llm.get("deployment_config") or {}
-                shutdown = float(
-                    deployment.get("graceful_shutdown_timeout_s", SERVE_DEFAULT_SHUTDOWN_S)
+        for deployment in service.deployments:
+            shutdown = deployment.shutdown_s
+            if graces and shutdown >= min(graces):
+                yield (
+                    f"{service.name} ({deployment.role}): Serve lets a stopping replica run "
+                    f"{shutdown:g} s, but its pods are killed after {min(graces)} s"
                 )
-                if graces and shutdown >= min(graces):
-                    yield (
-                        f"{service.name} ({role}): Serve lets a stopping replica run "
-                        f"{shutdown:g} s, but its pods are killed after {min(graces)} s"
-                    )
 
 
 # --- upgrades -----------------------------------------------------------------------------
@@ -260,25 +206,20 @@ def _grace_fits_notice(resources: list[Any], config: Mapping[str, Any]) -> Itera
 def _stream_timeouts(resources: list[Any]) -> dict[str, float]:
     """The edge's timeout for each serve Service, from the model's Ingress."""
     found: dict[str, float] = {}
-    for ingress in _of(resources, INGRESS):
-        annotations = (ingress.props.get("metadata") or {}).get("annotations") or {}
-        timeout = str(annotations.get("haproxy.org/timeout-server", "")).removesuffix("s")
-        for rule in (ingress.props.get("spec") or {}).get("rules") or []:
-            for path in (rule.get("http") or {}).get("paths") or []:
-                backend = ((path.get("backend") or {}).get("service") or {}).get("name")
-                if backend and timeout.isdigit():
-                    found[str(backend)] = float(timeout)
+    for ingress in views(resources, INGRESS, IngressView):
+        timeout = str(ingress.annotations.get("haproxy.org/timeout-server", "")).removesuffix("s")
+        for backend in ingress.backends:
+            if timeout.isdigit():
+                found[backend] = float(timeout)
     return found
 
 
 def _deletion_delay(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
     timeouts = _stream_timeouts(resources)
     floor = float(config.get("min_seconds", 600))
-    for service in _of(resources, RAYSERVICE):
-        spec = service.props.get("spec") or {}
-        name = (service.props.get("metadata") or {}).get("name")
-        longest = max(timeouts.get(f"{name}-serve-svc", floor), floor)
-        delay = spec.get("rayClusterDeletionDelaySeconds")
+    for service in rayservices(resources):
+        longest = max(timeouts.get(f"{service.object_name}-serve-svc", floor), floor)
+        delay = service.deletion_delay
         if delay is None or float(delay) < longest:
             yield (
                 f"{service.name}: after an upgrade the old cluster is deleted after "
@@ -286,7 +227,7 @@ def _deletion_delay(resources: list[Any], config: Mapping[str, Any]) -> Iterator
                 f"{longest:g} s"
             )
         for threshold in DEPRECATED_THRESHOLDS:
-            if threshold in spec:
+            if service.sets(threshold):
                 yield f"{service.name}: {threshold} is deprecated and ignored by KubeRay 1.7"
 
 
@@ -294,30 +235,27 @@ def _upgrade_room(resources: list[Any], config: Mapping[str, Any]) -> Iterator[s
     pools = _gpu_pools(resources)
     peak: dict[str, int] = {}
     room: dict[str, int] = {}
-    for service in _of(resources, RAYSERVICE):
-        new_cluster = ((service.props.get("spec") or {}).get("upgradeStrategy") or {}).get("type")
-        for group in _cluster(service).get("workerGroupSpecs") or []:
-            machine = _machine_selected(_pod(group), None) or "no machine type"
-            peak[machine] = peak.get(machine, 0) + int(group.get("maxReplicas") or 0)
+    for service in rayservices(resources):
+        new_cluster = service.upgrade_type
+        for group in service.worker_groups:
+            machine = _machine_selected(group.node_selector, None) or "no machine type"
+            peak[machine] = peak.get(machine, 0) + group.max_replicas
             if new_cluster in (None, "NewCluster"):
-                room[machine] = max(room.get(machine, 0), int(group.get("minReplicas") or 0))
+                room[machine] = max(room.get(machine, 0), group.min_replicas)
     for machine, pods in peak.items():
         if machine not in pools:
             yield f"worker groups select {machine}, and the stack creates no pool for it"
             continue
         pool = pools[machine]
-        autoscaling = pool.get("autoscaling") or {}
-        ceiling = int(autoscaling.get("totalMaxNodeCount") or autoscaling.get("maxNodeCount") or 0)
+        ceiling = pool.max_nodes
         needed = pods + room.get(machine, 0)
         if ceiling < needed:
             yield (
                 f"the {machine} pool scales to {ceiling} node(s); at peak its worker groups hold "
                 f"{pods} and an upgrade's new cluster needs {room.get(machine, 0)} more"
             )
-        node = pool.get("nodeConfig") or {}
-        affinity = (node.get("reservationAffinity") or {}).get("consumeReservationType")
-        if affinity == "SPECIFIC_RESERVATION":
-            reserved = (node.get("resourceLabels") or {}).get(RESERVED_NODES_LABEL)
+        if pool.reservation_affinity == "SPECIFIC_RESERVATION":
+            reserved = pool.resource_labels.get(RESERVED_NODES_LABEL)
             if reserved is None or int(reserved) < ceiling + NODE_SURGE:
                 yield (
                     f"the {machine} pool takes only its reservations, which hold "

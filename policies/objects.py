@@ -7,11 +7,8 @@ apply before anything is registered or written."""
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
-
-import yaml
 
 from policies.common import resource_policy
 from policies.views import UnreadableError, rayservice
@@ -38,20 +35,18 @@ def _no_credential_value(
     view = rayservice(resource_type, name, props)
     if view is None:
         return
-    text = str((props.get("spec") or {}).get("serveConfigV2") or "")
-    if not text:
-        raise UnreadableError("spec.serveConfigV2 is missing")
+    text = view.serve_text
     what = credential_in(text)
     found = [("serveConfigV2", what)] if what else []
-    with contextlib.suppress(yaml.YAMLError):  # an unparsable config is another policy's
-        found += [(f"serveConfigV2 {p}", w) for p, w in find_credentials(yaml.safe_load(text))]
-    annotations = (props.get("metadata") or {}).get("annotations") or {}
-    profile = annotations.get(PROFILE_ANNOTATION)
+    with contextlib.suppress(UnreadableError):  # an unparsable config is another policy's
+        found += [(f"serveConfigV2 {p}", w) for p, w in find_credentials(view.serve_document)]
+    profile = view.profile_text
     if profile:
+        fields: Any
         try:
-            fields = json.loads(str(profile))
-        except ValueError:
-            fields = str(profile)
+            fields = view.profile()
+        except UnreadableError:
+            fields = profile
         found += [
             (f"the {PROFILE_ANNOTATION} annotation {p}", w) for p, w in find_credentials(fields)
         ]

@@ -12,8 +12,19 @@ from pulumi_policy import Severity
 
 from policies.common import resource_policy, stack_policy
 from policies.edge import SNIPPET, snippet_gate_faults
-from policies.views import CLUSTER, INGRESS, NODE_POOL, RAYSERVICE, RayServiceView
-from policies.views import node_pool_machine as pool_machine
+from policies.views import (
+    CLUSTER,
+    INGRESS,
+    NODE_POOL,
+    ClusterView,
+    IngressView,
+    NodePoolView,
+    UnreadableError,
+    every_container,
+    rayservices,
+    view,
+    views,
+)
 from serving.compile.scheduling import GPU_TAINT_EFFECT, GPU_TAINT_KEY
 from serving.spec.exposure import (
     PUBLIC_CONTROL_PLANE_ALLOWED,
@@ -27,25 +38,21 @@ from serving.spec.secrets import credential_in, looks_secret
 def _private_nodes(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    if resource_type == CLUSTER:
-        private = (props.get("privateClusterConfig") or {}).get("enablePrivateNodes")
-        if private is not True:
-            yield f"{name}: nodes have public IP addresses (enablePrivateNodes is not true)"
+    if resource_type == CLUSTER and view(ClusterView, name, props).private_nodes is not True:
+        yield f"{name}: nodes have public IP addresses (enablePrivateNodes is not true)"
 
 
 def _workload_identity(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    if resource_type == CLUSTER and not (props.get("workloadIdentityConfig") or {}).get(
-        "workloadPool"
-    ):
+    if resource_type == CLUSTER and not view(ClusterView, name, props).workload_pool:
         yield f"{name}: Workload Identity is off, so pods would borrow the node's credentials"
 
 
 def _shielded_nodes(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    if resource_type == CLUSTER and props.get("enableShieldedNodes") is not True:
+    if resource_type == CLUSTER and view(ClusterView, name, props).shielded_nodes is not True:
         yield f"{name}: shielded nodes are off (enableShieldedNodes)"
 
 
@@ -54,8 +61,8 @@ def _secrets_encryption(
 ) -> Iterator[str]:
     if resource_type != CLUSTER:
         return
-    encryption = props.get("databaseEncryption") or {}
-    if encryption.get("state") != "ENCRYPTED" or not encryption.get("keyName"):
+    cluster = view(ClusterView, name, props)
+    if cluster.encryption_state != "ENCRYPTED" or not cluster.encryption_key:
         yield f"{name}: Secrets are not encrypted with a Cloud KMS key (databaseEncryption)"
 
 
@@ -64,7 +71,7 @@ def _binary_authorization(
 ) -> Iterator[str]:
     if resource_type != CLUSTER:
         return
-    mode = (props.get("binaryAuthorization") or {}).get("evaluationMode")
+    mode = view(ClusterView, name, props).binary_authorization_mode
     if mode != "PROJECT_SINGLETON_POLICY_ENFORCE":
         yield f"{name}: Binary Authorization does not vet the cluster's images (mode {mode})"
 
@@ -75,11 +82,11 @@ def _authorized_networks(
     if resource_type != CLUSTER:
         return
     smallest_prefix = int(config.get("min_prefix_length", SMALLEST_AUTHORIZED_PREFIX))
-    labels = props.get("resourceLabels") or {}
+    cluster = view(ClusterView, name, props)
+    labels = cluster.resource_labels
     public_by_choice = labels.get(PUBLIC_CONTROL_PLANE_LABEL) == PUBLIC_CONTROL_PLANE_ALLOWED
-    private_endpoint = (props.get("privateClusterConfig") or {}).get("enablePrivateEndpoint")
-    authorized = props.get("masterAuthorizedNetworksConfig")
-    if authorized is None and private_endpoint is not True:
+    authorized = cluster.authorized_networks
+    if authorized is None and cluster.private_endpoint is not True:
         # Without the config, GKE's public endpoint answers every address.
         yield f"{name}: the control plane's public endpoint has no authorized networks"
         return
@@ -87,8 +94,12 @@ def _authorized_networks(
         # The stack set allow_public_control_plane, which the program's pre-checks require for
         # exactly the blocks judged here: the same rule, the same answer.
         return
-    blocks = (authorized or {}).get("cidrBlocks") or []
-    networks = [IPv4Network(str(block.get("cidrBlock")), strict=False) for block in blocks]
+    try:
+        networks = [IPv4Network(block, strict=False) for block in authorized or []]
+    except ValueError as exc:
+        raise UnreadableError(
+            name, "masterAuthorizedNetworksConfig.cidrBlocks", f"holds no CIDR block ({exc})"
+        ) from None
     for network in too_wide(networks, smallest_prefix):
         yield (
             f"{name}: the control plane answers {network} (a /{network.prefixlen}); this "
@@ -102,12 +113,11 @@ def _gpu_taint(
 ) -> Iterator[str]:
     if resource_type != NODE_POOL:
         return
-    node = props.get("nodeConfig") or {}
-    if not node.get("guestAccelerators"):
+    pool = view(NodePoolView, name, props)
+    if not pool.has_gpus:
         return
-    taints = node.get("taints") or []
     if not any(
-        t.get("key") == GPU_TAINT_KEY and t.get("effect") == GPU_TAINT_EFFECT for t in taints
+        t.get("key") == GPU_TAINT_KEY and t.get("effect") == GPU_TAINT_EFFECT for t in pool.taints
     ):
         yield (
             f"{name}: GPU nodes without the {GPU_TAINT_KEY} NoSchedule taint take any pod, and "
@@ -115,23 +125,10 @@ def _gpu_taint(
         )
 
 
-def _containers(value: Any) -> Iterator[Mapping[str, Any]]:
-    """Every container spec anywhere in a resource's inputs."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if key in ("containers", "initContainers") and isinstance(item, list):
-                yield from (c for c in item if isinstance(c, Mapping))
-            else:
-                yield from _containers(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _containers(item)
-
-
 def _no_plaintext_secret(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    for container in _containers(props):
+    for container in every_container(props):
         for variable in container.get("env") or []:
             if "value" not in variable:
                 continue
@@ -150,7 +147,7 @@ def _edge_tls_and_auth(
 ) -> Iterator[str]:
     if resource_type != INGRESS:
         return
-    annotations = (props.get("metadata") or {}).get("annotations") or {}
+    annotations = view(IngressView, name, props).annotations
     if annotations.get("haproxy.org/ssl-redirect") != "true":
         yield f"{name}: plain HTTP is served (haproxy.org/ssl-redirect is not 'true')"
     faults, _ = snippet_gate_faults(str(annotations.get(SNIPPET, "")))
@@ -159,26 +156,21 @@ def _edge_tls_and_auth(
 
 def _pool_for_every_group(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
     pools = {
-        pool_machine(r.props): r.props
-        for r in resources
-        if r.resource_type == NODE_POOL and pool_machine(r.props)
+        pool.machine: pool for pool in views(resources, NODE_POOL, NodePoolView) if pool.machine
     }
     wanted: dict[str, int] = {}
-    for resource in resources:
-        if resource.resource_type != RAYSERVICE:
-            continue
-        for group in RayServiceView(resource.name, resource.props).worker_groups():
+    for service in rayservices(resources):
+        for group in service.worker_groups:
             if group.machine is None or group.machine.name not in pools:
                 selected = group.machine.name if group.machine else "no machine type"
                 yield (
-                    f"{resource.name}: worker group {group.name} selects {selected}, and the "
+                    f"{service.name}: worker group {group.name} selects {selected}, and the "
                     "stack creates no node pool for it"
                 )
                 continue
             wanted[group.machine.name] = wanted.get(group.machine.name, 0) + group.max_replicas
     for machine, pods in wanted.items():
-        autoscaling = pools[machine].get("autoscaling") or {}
-        ceiling = int(autoscaling.get("totalMaxNodeCount") or autoscaling.get("maxNodeCount") or 0)
+        ceiling = pools[machine].max_nodes
         if pods > ceiling:
             yield (
                 f"the {machine} pool scales to {ceiling} node(s); its worker groups may ask for "

@@ -9,49 +9,49 @@ from typing import Any
 from pulumi_policy import Severity
 
 from policies.common import resource_policy, stack_policy
-from policies.views import RAYSERVICE, UnreadableError
+from policies.views import (
+    NETWORK_POLICY,
+    NetworkPolicyView,
+    PodGroup,
+    RayServiceView,
+    rayservice,
+    rayservices,
+    views,
+)
 from serving.catalog.ray_ports import CONTROL_PORTS
 
-NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 OPERATOR_NAMESPACES = frozenset({"kuberay-system"})
 
 
-def _cluster(name: str, props: Mapping[str, Any]) -> Mapping[str, Any]:
-    try:
-        cluster: Mapping[str, Any] = props["spec"]["rayClusterConfig"]
-        cluster["headGroupSpec"]["template"]["spec"]["containers"]
-    except (KeyError, TypeError):
-        raise UnreadableError("it has no rayClusterConfig with a head pod template") from None
-    return cluster
-
-
-def _groups(cluster: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    yield "head", cluster["headGroupSpec"]
-    for group in cluster.get("workerGroupSpecs") or []:
-        yield f"worker group {group.get('groupName')}", group
+def _groups(view: RayServiceView) -> list[PodGroup]:
+    """The head and every worker group; a RayService without a head pod template cannot be
+    judged (its view says which field is missing)."""
+    view.head.containers  # noqa: B018 - fails closed before any group is judged
+    return list(view.groups)
 
 
 def _token_auth(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    if resource_type != RAYSERVICE:
+    view = rayservice(resource_type, name, props)
+    if view is None:
         return
-    options = _cluster(name, props).get("authOptions") or {}
-    if options.get("mode", "token" if options else None) != "token":
+    _groups(view)
+    if view.auth_mode != "token":
         yield f"{name}: Ray token auth is off: any pod that reaches the dashboard can run jobs"
 
 
 def _pod_security(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    if resource_type != RAYSERVICE:
+    view = rayservice(resource_type, name, props)
+    if view is None:
         return
-    for where, group in _groups(_cluster(name, props)):
-        pod = (group.get("template") or {}).get("spec") or {}
-        pod_context = pod.get("securityContext") or {}
-        for container in pod.get("containers") or []:
-            context = container.get("securityContext") or {}
-            label = f"{name}: {where}, container {container.get('name')}"
+    for group in _groups(view):
+        pod_context = group.security_context
+        for container in group.containers:
+            context = container.security_context
+            label = f"{name}: {group.where}, container {container.name}"
             if context.get("allowPrivilegeEscalation") is not False:
                 yield f"{label} may escalate privileges (allowPrivilegeEscalation is not false)"
             if context.get("privileged"):
@@ -68,29 +68,26 @@ def _pod_security(
 def _worker_identity(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
-    if resource_type != RAYSERVICE:
+    view = rayservice(resource_type, name, props)
+    if view is None:
         return
-    cluster = _cluster(name, props)
-    head = cluster["headGroupSpec"]["template"]["spec"]
-    for container in head.get("containers") or []:
-        if any(e.get("name") == "HF_TOKEN" for e in container.get("env") or []):
+    _groups(view)
+    head = view.head
+    for container in head.containers:
+        if "HF_TOKEN" in container.env:
             yield f"{name}: the head carries the Hugging Face token, and loads no weights"
-    for where, group in _groups(cluster):
-        if where == "head":
-            continue
-        pod = (group.get("template") or {}).get("spec") or {}
-        if pod.get("serviceAccountName") in (None, "", head.get("serviceAccountName")):
+    for group in view.worker_groups:
+        if group.service_account in (None, "", head.service_account):
             yield (
-                f"{name}: {where} runs as the head's service account, to which KubeRay binds "
-                "its autoscaler's Role"
+                f"{name}: {group.where} runs as the head's service account, to which KubeRay "
+                "binds its autoscaler's Role"
             )
-        if pod.get("automountServiceAccountToken") is not False:
-            yield f"{name}: {where} mounts a Kubernetes API token it does not need"
+        if group.automount_token is not False:
+            yield f"{name}: {group.where} mounts a Kubernetes API token it does not need"
 
 
-def _selects(policy: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    wanted = (policy.get("podSelector") or {}).get("matchLabels") or {}
-    return all(labels.get(key) == value for key, value in wanted.items())
+def _selects(policy: NetworkPolicyView, labels: Mapping[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in policy.match_labels.items())
 
 
 def _admits_others(rule: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
@@ -126,39 +123,32 @@ def _opens(rule: Mapping[str, Any], port: int) -> bool:
 
 
 def _network_policies(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
-    policies: dict[str, list[Mapping[str, Any]]] = {}
-    for resource in resources:
-        if resource.resource_type == NETWORK_POLICY:
-            metadata = resource.props.get("metadata") or {}
-            policies.setdefault(str(metadata.get("namespace")), []).append(
-                resource.props.get("spec") or {}
-            )
-    for resource in resources:
-        if resource.resource_type != RAYSERVICE:
-            continue
-        namespace = str((resource.props.get("metadata") or {}).get("namespace"))
+    policies: dict[str, list[NetworkPolicyView]] = {}
+    for policy in views(resources, NETWORK_POLICY, NetworkPolicyView):
+        policies.setdefault(str(policy.namespace), []).append(policy)
+    for view in rayservices(resources):
+        namespace = str(view.namespace)
         here = policies.get(namespace, [])
         if not any(
-            p.get("podSelector") in ({}, None)
-            and not p.get("ingress")
-            and {"Ingress", "Egress"} <= set(p.get("policyTypes") or [])
+            p.pod_selector in ({}, None)
+            and not p.ingress
+            and {"Ingress", "Egress"} <= p.policy_types
             for p in here
         ):
             yield f"namespace {namespace} has no default-deny NetworkPolicy (ingress and egress)"
-        cluster = _cluster(resource.name, resource.props)
-        for where, group in _groups(cluster):
-            labels = ((group.get("template") or {}).get("metadata") or {}).get("labels") or {}
-            selecting = [p for p in here if p.get("podSelector") and _selects(p, labels)]
+        for group in _groups(view):
+            where, labels = group.where, group.labels
+            selecting = [p for p in here if p.pod_selector and _selects(p, labels)]
             if not selecting:
-                yield f"{resource.name}: no NetworkPolicy selects the {where}'s pods"
+                yield f"{view.name}: no NetworkPolicy selects the {where}'s pods"
             for policy in selecting:
-                for rule in policy.get("ingress") or []:
+                for rule in policy.ingress:
                     if not _admits_others(rule, labels):
                         continue
-                    for what, port in ((what, p.port) for what, p in CONTROL_PORTS.items()):
-                        if _opens(rule, port):
+                    for what, control in CONTROL_PORTS.items():
+                        if _opens(rule, control.port):
                             yield (
-                                f"{resource.name}: the {where}'s {what} port {port} is open to "
+                                f"{view.name}: the {where}'s {what} port {control.port} is open to "
                                 "pods outside its cluster"
                             )
 

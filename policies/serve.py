@@ -36,12 +36,12 @@ BODY_AWARE_CLASSES = {ROUTER_CLASSES[kind] for kind in BODY_AWARE_ROUTERS}
 
 def _pods(view: RayServiceView) -> dict[str, dict[str, str | None]]:
     pods = {"head": view.head_env()}
-    pods.update({f"worker group {g.name}": g.env for g in view.worker_groups()})
+    pods.update({f"worker group {g.name}": g.env for g in view.worker_groups})
     return pods
 
 
 def _body_aware(view: RayServiceView) -> bool:
-    return any(d.router_class in BODY_AWARE_CLASSES for d in view.deployments())
+    return any(d.router_class in BODY_AWARE_CLASSES for d in view.deployments)
 
 
 def _image_floor(
@@ -57,10 +57,10 @@ def _image_floor(
     try:
         floor = Version(str(config.get("min_version", RAY_FLOOR)))
     except InvalidVersion as error:
-        raise UnreadableError(f"min_version is not a version: {error}") from error
+        raise UnreadableError(name, "min_version", f"is not a version: {error}") from error
     image = view.image()
     if image is None:
-        raise UnreadableError("the head container names no image")
+        raise UnreadableError(name, "the head container's image")
     found = image_ray_version(image)
     if found is None or found < floor:
         yield (

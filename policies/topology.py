@@ -13,14 +13,14 @@ from pulumi_policy import Severity
 from policies.common import ADVISORY, ResourceCheck, resource_policy, stack_policy
 from policies.views import (
     NODE_POOL,
-    RAYSERVICE,
-    Deployment,
-    RayServiceView,
+    NodePoolView,
     deployments_of,
-    node_pool_machine,
+    judge,
     planner_verdicts,
+    rayservices,
+    spec_for,
+    views,
 )
-from serving.plan import planner
 
 
 def _verdicts(*codes: str) -> ResourceCheck:
@@ -40,8 +40,8 @@ def _fits(
 ) -> Iterator[str]:
     wanted = int(config.get("min_sequences", 1))
     for view, deployment in deployments_of(resource_type, name, props):
-        spec = view.spec_for(deployment)
-        memory = planner.memory(spec, deployment.layout)
+        spec = spec_for(view, deployment)
+        memory = judge(view, deployment).memory
         if not memory.fits:
             yield from planner_verdicts(view, deployment, "does-not-fit")
         elif memory.max_concurrent_sequences < wanted:
@@ -56,25 +56,21 @@ def _expert_parallel(
     resource_type: str, name: str, props: Mapping[str, Any], config: Mapping[str, Any]
 ) -> Iterator[str]:
     for view, deployment in deployments_of(resource_type, name, props):
-        spec = view.spec_for(deployment)
+        spec = spec_for(view, deployment)
         if spec.parallelism.expert:
-            judged = Deployment(deployment.role, deployment.config, spec.parallelism, "")
-            yield from planner_verdicts(view, judged, "ep-on-dense", "ep-size-indivisible")
+            # The layout as the profile asked it (the compiler drops expert parallelism of a
+            # dense model), so the request is judged rather than dropped silently.
+            yield from planner_verdicts(
+                view, deployment, "ep-on-dense", "ep-size-indivisible", layout=spec.parallelism
+            )
 
 
 def _compact_for_multinode(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
-    compact = {
-        node_pool_machine(r.props): (r.props.get("placementPolicy") or {}).get("type") == "COMPACT"
-        for r in resources
-        if r.resource_type == NODE_POOL
-    }
-    for resource in resources:
-        if resource.resource_type != RAYSERVICE:
-            continue
-        view = RayServiceView(resource.name, resource.props)
+    compact = {pool.machine: pool.compact for pool in views(resources, NODE_POOL, NodePoolView)}
+    for view in rayservices(resources):
         per_pod = view.gpus_per_pod()
         machine = view.machine()
-        for deployment in view.deployments():
+        for deployment in view.deployments:
             spans = deployment.layout.gpus_per_replica > per_pod
             if spans and machine is not None and not compact.get(machine.name, False):
                 yield (
