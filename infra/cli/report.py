@@ -139,7 +139,10 @@ def print_verdicts(console: Console, plan: Plan, prefix: str = "") -> None:
         colour = "red" if verdict.severity == "error" else "yellow"
         console.print(
             Text.assemble(
-                prefix, (verdict.severity, colour), f" [{verdict.code}] {verdict.message}"
+                prefix,
+                (verdict.severity, colour),
+                f" [{verdict.code}] {verdict.message}",
+                (f" (profile field: {verdict.field})", "dim"),
             ),
             highlight=False,
         )

@@ -158,3 +158,13 @@ def test_a_model_that_cannot_fit_prints_the_verdicts_code(too_big: Path) -> None
     result = run(too_big, "plan", "big")
     assert result.returncode == 1
     assert "[does-not-fit]" in result.stdout
+
+
+def test_a_verdict_names_the_profile_field_its_fix_goes_in(too_big: Path) -> None:
+    result = run(too_big, "plan", "big", "--model", "llama-3.3-70b")
+    assert result.returncode == 1
+    (printed,) = json.loads(run(too_big, "plan", "big", "--model", "llama-3.3-70b", "--json")
+                            .stdout)["plans"]  # fmt: skip
+    verdict = next(v for v in printed["verdicts"] if v["code"] == "does-not-fit")
+    assert verdict["field"], "the rule names the field"
+    assert f"(profile field: {verdict['field']})" in " ".join(result.stdout.split())
