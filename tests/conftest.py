@@ -22,6 +22,9 @@ LOCAL_RAY_TESTS = (
 )
 
 
+# First: xdist's own hook (`--dist loadgroup`) reads the marker to group the tests, and pluggy
+# calls the plugin registered last, xdist's worker, before this conftest unless told otherwise.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.relative_to(TESTS).as_posix().startswith(LOCAL_RAY_TESTS):

@@ -1,0 +1,30 @@
+"""The suite as `.ci/run` runs it: two xdist workers, the tests that start a local Ray kept on
+one of them (tests/conftest.py). Were the grouping lost, two Rays would start side by side on two
+cores, each local run's check of what it left in /tmp would see the other's run, and nothing else
+would say so: pytest 9.2 with pytest-xdist 3.8 once dropped it silently."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from repo import REPO
+
+# A module of the group whose tests start no Ray: quick, and many enough to be split were it not
+# grouped.
+GROUPED = "tests/serving/local/runtime/test_local_app.py"
+OTHER = "tests/infra/kube/test_edge.py"
+
+
+def test_the_local_ray_tests_run_on_one_worker() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+         "--dist", "loadgroup", "-v", GROUPED, OTHER],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:]
+    ran = re.findall(r"^\[(gw\d+)\] .*? PASSED (\S+?)::", result.stdout, re.MULTILINE)
+    workers = {module: {w for w, m in ran if m.startswith(module)} for module in (GROUPED, OTHER)}
+    assert len(workers[GROUPED]) == 1, workers
+    assert workers[OTHER], result.stdout[-3000:]
