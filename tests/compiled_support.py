@@ -8,6 +8,7 @@ from repo import REPO
 
 from infra.kube.disruption import Resilience
 from infra.kube.manifests import compile_for
+from infra.kube.model_objects import ModelObjects, StackFacts, build_model_objects
 from serving.compile.compiler import CompiledModel, compile
 from serving.plan.planner import plan
 from serving.spec.loading import validate
@@ -36,6 +37,19 @@ def compile_spec(spec: ModelSpec, *, graceful_shutdown_s: int | None = None) -> 
 def deployable(spec: ModelSpec, resilience: Resilience | None = None) -> CompiledModel:
     """The spec planned and compiled for nodes with this resilience, as the platform does."""
     return compile_for(spec, plan(spec), resilience or Resilience())
+
+
+def model_objects_of(spec: ModelSpec, *, hf_token: bool = False) -> ModelObjects:
+    """The spec's Kubernetes objects, as a stack with this image and no edge host builds them."""
+    facts = StackFacts(
+        image="rayproject/ray-llm:2.56.1-py311-cu128",
+        host=None,
+        requests_per_second=20,
+        stream_timeout_s=600,
+        hf_token=hf_token,
+        operator_namespace="kuberay-system",
+    )
+    return build_model_objects(deployable(spec), facts, "test profile")
 
 
 # Every profile the repository ships.

@@ -27,9 +27,9 @@ from infra.cli.common import (
     pick,
     positive_ms,
 )
-from infra.cli.render import check_out_dir, model_objects, render_model
+from infra.cli.render import check_out_dir, render_model
 from infra.platform.config import load_stack
-from infra.platform.plan import compile_model, plan_platform
+from infra.platform.plan import compile_model, plan_platform, stack_model_objects
 from infra.platform.stack_config import DEFAULT_STACK
 from serving.errors import ServestackError
 from serving.plan.planner import plan
@@ -183,15 +183,13 @@ def render_command(
         wanted = pick(loaded.profiles, model, loaded.path, "--model")
         chosen = {key: spec for key, spec in chosen.items() if spec is wanted}
     plans = {profile: plan(spec, loaded.config.prices) for profile, spec in chosen.items()}
-    compiled = {
-        profile: compile_model(loaded, spec, plans[profile])
+    # Every model's objects are built and checked before the first file is written: a refused
+    # input leaves nothing behind.
+    objects = {
+        profile: stack_model_objects(loaded, profile, compile_model(loaded, spec, plans[profile]))
         for profile, spec in chosen.items()
         if plans[profile].ok
     }
-    # Every model's objects are checked before the first file is written: a refused input
-    # leaves nothing behind.
-    for profile, model_compiled in compiled.items():
-        model_objects(model_compiled, profile, loaded)
     failed = False
     for profile, spec in chosen.items():
         model_plan = plans[profile]
@@ -199,7 +197,7 @@ def render_command(
             report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: not rendered: ")
             failed = True
             continue
-        for path in render_model(compiled[profile], profile, loaded, out_dir):
+        for path in render_model(objects[profile], profile, loaded, out_dir):
             console.print(f"wrote {path}", highlight=False)
         report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: ")
     if failed:

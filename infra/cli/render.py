@@ -10,14 +10,12 @@ from typing import Any
 
 import yaml
 
-from infra.kube.manifests import check_sizes
+from infra.kube.model_objects import ModelObjects
 from infra.platform.config import Stack
-from infra.platform.plan import stack_objects
 from serving.catalog import GIB
 from serving.catalog.ray_release import RAY_FLOOR
 from serving.compile.compiler import CompiledModel
 from serving.errors import ServestackError
-from serving.spec.loading import display_path
 
 SERVE_CONFIG_FILE = "serve-config.yaml"
 CLUSTER_ENV_FILE = "cluster.env"
@@ -71,19 +69,12 @@ def check_out_dir(out_dir: Path) -> None:
             )  # fmt: skip
 
 
-def model_objects(model: CompiledModel, profile: str, stack: Stack) -> list[dict[str, Any]]:
-    """One model's Kubernetes objects as `pulumi up` registers them, checked against the size
-    limits of the Kubernetes API before anything is written."""
-    objects = stack_objects(stack, model)
-    check_sizes(objects, display_path(stack.profile_path(profile)))
-    return objects
-
-
-def render_model(model: CompiledModel, profile: str, stack: Stack, out_dir: Path) -> list[Path]:
+def render_model(objects: ModelObjects, profile: str, stack: Stack, out_dir: Path) -> list[Path]:
     """Write one model's Serve config, cluster environment, worker shapes, RayService and edge
-    route; return the paths."""
+    route, from the objects `pulumi up` registers (`stack_model_objects`); return the paths."""
+    model = objects.model
     spec = model.spec
-    service, ingress = model_objects(model, profile, stack)[:2]
+    service, ingress = objects.rayservice, objects.ingress
     folder = out_dir / spec.name
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,6 @@ from infra.deploy.components import (
 from infra.deploy.components.gcs_store import GcsStore, GcsStoreArgs
 from infra.platform.config import ServingSecrets, Stack
 from infra.platform.plan import PlatformPlan
-from infra.platform.resilience import resilience_for
 from serving.compile.scheduling import MACHINE_TYPE_LABEL
 
 PREFIX = "servestack"
@@ -79,15 +78,11 @@ def build(stack: Stack, platform: PlatformPlan, secrets: ServingSecrets) -> None
             memory_gb=config.gcs_redis_memory_gb,
         ),
     )  # fmt: skip
-    resilience = resilience_for(
-        config.gpu_pools, stream_timeout_s=config.stream_timeout_s,
-        weights_cache=config.weights_cache, gcs_address=gcs.address,
-    )  # fmt: skip
     serving = ServingPlane(
         f"{PREFIX}-serving",
         ServingPlaneArgs(
-            models=platform.models, project=platform.cluster.project, config=config,
-            secrets=secrets, kubeconfig=cluster.kubeconfig, resilience=resilience,
+            objects=platform.objects, project=platform.cluster.project, config=config,
+            secrets=secrets, kubeconfig=cluster.kubeconfig, gcs_address=gcs.address,
             gcs_auth=gcs.auth_string, gcs_ca_certificate=gcs.ca_certificate,
         ),
         pulumi.ResourceOptions(depends_on=[system_pool, *gpu_pools.values()]),

@@ -1,8 +1,8 @@
 """The Kubernetes objects one model needs, as plain manifests: its RayService (its route at the
 edge is `infra/kube/edge.py`'s). Built only from serving's compiled outputs (serveConfigV2, cluster
-environment, worker shapes) and the platform's scheduling contract; the Pulumi components
-register them and `servestack render` writes them for review, so what is reviewed is what is
-deployed.
+environment, worker shapes) and the platform's scheduling contract. `infra/kube/model_objects.py`
+builds each model's objects once from here, for the Pulumi components to register and
+`servestack render` to write for review, so what is reviewed is what is deployed.
 
 No secret value ever enters a manifest: the Hugging Face token is a `secretKeyRef` to a Secret
 the LlmService component makes from a Pulumi secret.
@@ -23,12 +23,10 @@ from infra.kube.disruption import (
     haproxy_env,
     head_annotations,
 )
-from infra.kube.edge import model_ingress
 from infra.kube.namespaces import SERVING_NAMESPACE
 from infra.kube.ray_security import harden
 from infra.kube.router_code import (
     ROUTER_PACKAGE_ROOT,
-    router_configmap,
     router_volume,
     ships_router,
 )
@@ -39,10 +37,8 @@ from serving.compile.compiler import PROFILE_ANNOTATION, CompiledModel, compile
 from serving.compile.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
 from serving.compile.weights import MODEL_MOUNT_ROOT, gcs_weights
 from serving.compile.workers import WorkerShape
-from serving.errors import ServestackError
 from serving.plan.planner import Plan
 from serving.spec import names
-from serving.spec.limits import size_problems
 from serving.spec.profile import ModelSpec
 
 RAY_API_VERSION = "ray.io/v1"
@@ -331,53 +327,6 @@ def rayservice(
         resilience.gcs_address
     )
     return hardened
-
-
-def model_objects(
-    model: CompiledModel,
-    *,
-    image: str,
-    host: str | None,
-    requests_per_second: int,
-    stream_timeout_s: int,
-    with_hf_token: bool,
-    token_generation: int = 0,
-    resilience: Resilience | None = None,
-) -> list[dict[str, Any]]:
-    """Every Kubernetes object of one model that carries what its profile says."""
-    spec = model.spec
-    objects = [
-        rayservice(
-            model,
-            image,
-            with_hf_token=with_hf_token,
-            token_generation=token_generation,
-            resilience=resilience,
-        ),
-        model_ingress(
-            spec,
-            host=host,
-            requests_per_second=requests_per_second,
-            stream_timeout_s=stream_timeout_s,
-        ),
-    ]
-    if ships_router(spec):
-        objects.append(router_configmap(spec))
-    return objects
-
-
-def check_sizes(objects: list[dict[str, Any]], source: str) -> None:
-    """Refuse, naming the profile, any object the Kubernetes API would not store: nothing of a
-    model is registered or rendered when one of its objects is too large."""
-    for manifest in objects:
-        problems = size_problems(manifest)
-        if problems:
-            raise ServestackError(
-                source, f"{manifest['kind']} {manifest['metadata']['name']}",
-                "; ".join(problems),
-                "the profile's env, engine_args or inline architecture are far too large: "
-                "shorten them (the RayService carries the whole profile)",
-            )  # fmt: skip
 
 
 def kuberay_values() -> dict[str, Any]:

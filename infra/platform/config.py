@@ -154,7 +154,11 @@ def load_pulumi_stack(root: Path | None = None) -> Stack:
             )
     gcp_config = pulumi.Config(GCP_NAMESPACE)
     gcp = {key: gcp_config.get(key) for key in GcpConfig.model_fields}
-    return build_stack(name, path, values, {k: v for k, v in gcp.items() if v is not None})
+    stack = build_stack(name, path, values, {k: v for k, v in gcp.items() if v is not None})
+    # Which secrets the stack holds (their values stay Pulumi secrets): the objects built from
+    # the plan read the Hugging Face token exactly when the program has one to give them.
+    held = frozenset(key for key in SECRET_KEYS if ours.get_secret(key) is not None)
+    return replace(stack, secrets=held)
 
 
 def _is_json(annotation: Any) -> bool:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import Field
 
 from infra.kube.disruption import Resilience
-from infra.kube.manifests import check_sizes, compile_for, model_objects
+from infra.kube.manifests import compile_for
+from infra.kube.model_objects import ModelObjects, StackFacts, build_model_objects
+from infra.kube.namespaces import KUBERAY_NAMESPACE
 from infra.platform.config import Stack
 from infra.platform.fits import PodFit, check_fits, stack_pods
 from infra.platform.resilience import resilience_for
@@ -52,6 +53,12 @@ class PlatformPlan(Frozen):
         description="Each model planned and compiled once, by profile name, for the serving "
         "plane and its dashboards.",
     )
+    objects: dict[str, ModelObjects] = Field(
+        default_factory=dict,
+        exclude=True,
+        description="Each model's Kubernetes objects, built and size-checked once, by profile "
+        "name: what the serving plane registers.",
+    )
 
 
 @dataclass
@@ -80,8 +87,7 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
     region = _required(stack.gcp.region, source, "gcp:region", "a region, e.g. us-central1")
     models = compile_stack(stack)
     demands = _gpu_demands(stack, models, judge_layouts)
-    for profile, model in models.items():
-        check_sizes(stack_objects(stack, model), display_path(stack.profile_path(profile)))
+    objects = {profile: stack_model_objects(stack, profile, m) for profile, m in models.items()}
     network = validate(
         NetworkSpec,
         {"region": region} | config.model_dump(
@@ -139,6 +145,7 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
         gpu_pools=gpu_pools,
         pods=tuple(pods),
         models=models,
+        objects=objects,
     )
 
 
@@ -166,20 +173,26 @@ def compile_stack(stack: Stack) -> dict[str, CompiledModel]:
     }
 
 
-def stack_objects(stack: Stack, model: CompiledModel) -> list[dict[str, Any]]:
-    """One model's Kubernetes objects as this stack registers them."""
+def stack_facts(stack: Stack) -> StackFacts:
+    """What the stack sets in every model's objects."""
     config = stack.config
-    spec = model.spec
-    return model_objects(
-        model,
+    return StackFacts(
         image=config.ray_image,
         host=config.edge_host,
         requests_per_second=config.edge_rate_limit_rps,
         stream_timeout_s=config.stream_timeout_s,
-        with_hf_token="hf_token" in stack.secrets and not spec.source.startswith("gs://"),
+        hf_token="hf_token" in stack.secrets,
         token_generation=config.ray_token_generation,
         resilience=stack_resilience(stack),
+        operator_namespace=KUBERAY_NAMESPACE if config.kuberay_install == "helm" else None,
+        cluster_ranges=(config.subnet_cidr, config.pods_cidr, config.services_cidr),
     )
+
+
+def stack_model_objects(stack: Stack, profile: str, model: CompiledModel) -> ModelObjects:
+    """One model's Kubernetes objects as this stack registers them, size-checked against the
+    Kubernetes API's limits (a refusal names the model's profile)."""
+    return build_model_objects(model, stack_facts(stack), display_path(stack.profile_path(profile)))
 
 
 def node_service_account_id(stack: str) -> str:

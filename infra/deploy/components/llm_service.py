@@ -1,13 +1,12 @@
 """LlmService: one model on the cluster, its RayService and the objects around it (identities,
 Hugging Face token, router code, NetworkPolicy, disruption budgets, route at the edge).
 
-Manifests come from `infra/kube/manifests.py`, built from the model's compiled outputs; this
-component
-only registers them, with secrets from Pulumi secrets turned into Kubernetes Secrets."""
+The objects come built and size-checked from the platform plan (`infra/kube/model_objects.py`,
+the same objects `servestack render` writes); this component only registers them, with the GCS
+store's address filled in and secrets from Pulumi secrets turned into Kubernetes Secrets."""
 
 from __future__ import annotations
 
-from ipaddress import IPv4Network
 from typing import Any
 
 import pulumi
@@ -16,48 +15,24 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from infra.deploy.components.args import ComponentArgs
-from infra.kube.disruption import (
-    Resilience,
-    disruption_budgets,
-)
-from infra.kube.edge import (
-    model_ingress,
-)
-from infra.kube.manifests import (
-    HF_TOKEN_KEY,
-    hf_secret_name,
-    rayservice,
-    resource_name,
-    serve_service_name,
-    service_account_name,
-    worker_service_account_name,
-)
-from infra.kube.namespaces import EDGE_NAMESPACE, SERVING_NAMESPACE
-from infra.kube.ray_security import model_network_policy
-from infra.kube.router_code import router_configmap, ships_router
-from serving.compile.compiler import CompiledModel
+from infra.kube.manifests import HF_TOKEN_KEY, hf_secret_name, resource_name, serve_service_name
+from infra.kube.model_objects import ModelObjects, with_gcs_address
+from infra.kube.namespaces import SERVING_NAMESPACE
 from serving.compile.weights import gcs_weights
 from serving.spec.names import gcp_account_id
 
 
 class LlmServiceArgs(ComponentArgs):
-    model: CompiledModel = Field(description="The model's spec, plan and compiled application.")
-    resilience: Resilience = Field(
-        default_factory=Resilience, description="GCS store, notice and drains of the stack."
+    objects: ModelObjects = Field(
+        description="The model's Kubernetes objects, as the platform plan built them."
     )
     project: str
-    image: str
-    host: str | None
-    requests_per_second: int
-    stream_timeout_s: int
+    gcs_address: Any = Field(
+        default=None,
+        description="pulumi.Output[str]: the GCS store's address (None: the placeholder the "
+        "objects were built with).",
+    )
     hf_token: Any = Field(default=None, description="pulumi.Output[str], secret, or None.")
-    operator_namespace: str | None = Field(
-        description="Where the KubeRay operator runs (None: GKE's add-on, namespace unknown)."
-    )
-    cluster_ranges: list[IPv4Network] = Field(
-        description="The cluster's own address ranges, which the pods' HTTPS egress excludes."
-    )
-    token_generation: int = 0
 
 
 class LlmService(pulumi.ComponentResource):
@@ -74,8 +49,9 @@ class LlmService(pulumi.ComponentResource):
     ) -> None:
         super().__init__("servestack:serving:LlmService", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        spec = args.model.spec
-        ksa_annotations: dict[str, Any] = {}
+        objects = args.objects
+        spec = objects.model.spec
+        worker_account = objects.worker_account
         weights = gcs_weights(spec)
         if weights is not None:
             bucket, _ = weights
@@ -99,39 +75,28 @@ class LlmService(pulumi.ComponentResource):
                 role="roles/iam.workloadIdentityUser",
                 member=(
                     f"serviceAccount:{args.project}.svc.id.goog"
-                    f"[{SERVING_NAMESPACE}/{worker_service_account_name(spec)}]"
+                    f"[{SERVING_NAMESPACE}/{worker_account['metadata']['name']}]"
                 ),
                 opts=child,
             )
-            ksa_annotations["iam.gke.io/gcp-service-account"] = reader.email
-        account = k8s.core.v1.ServiceAccount(
-            f"{name}-service-account",
-            metadata={"name": service_account_name(spec), "namespace": SERVING_NAMESPACE},
-            opts=child,
-        )
-        workers = k8s.core.v1.ServiceAccount(
-            f"{name}-worker-account",
-            metadata={
-                "name": worker_service_account_name(spec),
-                "namespace": SERVING_NAMESPACE,
-                "annotations": ksa_annotations,
-            },
-            automount_service_account_token=False,
-            opts=child,
-        )
-        policy = model_network_policy(
-            resource_name(spec),
-            SERVING_NAMESPACE,
-            edge_namespace=EDGE_NAMESPACE,
-            operator_namespace=args.operator_namespace,
-            cluster_ranges=args.cluster_ranges,
-        )
-        network = k8s.networking.v1.NetworkPolicy(
-            f"{name}-network-policy", metadata=policy["metadata"], spec=policy["spec"], opts=child
-        )
-        depends: list[pulumi.Resource] = [account, workers, network]
-        with_token = args.hf_token is not None and weights is None
-        if with_token:
+            metadata = worker_account["metadata"]
+            worker_account = worker_account | {
+                "metadata": metadata
+                | {"annotations": {"iam.gke.io/gcp-service-account": reader.email}}
+            }
+        depends: list[pulumi.Resource] = [
+            _account(f"{name}-service-account", objects.service_account, child),
+            _account(f"{name}-worker-account", worker_account, child),
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-network-policy",
+                metadata=objects.network_policy["metadata"],
+                spec=objects.network_policy["spec"],
+                opts=child,
+            ),
+        ]
+        if objects.with_hf_token:
+            if args.hf_token is None:
+                raise ValueError(f"{spec.name}'s objects read a Hugging Face token none was given")
             depends.append(
                 k8s.core.v1.Secret(
                     f"{name}-hf-token",
@@ -140,20 +105,18 @@ class LlmService(pulumi.ComponentResource):
                     opts=child,
                 )
             )
-        if ships_router(spec):
-            code = router_configmap(spec)
+        if objects.router is not None:
             depends.append(
                 k8s.core.v1.ConfigMap(
-                    f"{name}-router", metadata=code["metadata"], data=code["data"], opts=child
+                    f"{name}-router",
+                    metadata=objects.router["metadata"],
+                    data=objects.router["data"],
+                    opts=child,
                 )
             )
-        manifest = rayservice(
-            args.model,
-            args.image,
-            with_hf_token=with_token,
-            token_generation=args.token_generation,
-            resilience=args.resilience,
-        )
+        manifest = objects.rayservice
+        if args.gcs_address is not None:
+            manifest = with_gcs_address(manifest, args.gcs_address)
         service = k8s.apiextensions.CustomResource(
             f"{name}-rayservice",
             api_version=manifest["apiVersion"],
@@ -162,23 +125,14 @@ class LlmService(pulumi.ComponentResource):
             spec=manifest["spec"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
-        minimums = {
-            group["groupName"]: group["minReplicas"]
-            for group in manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"]
-        }
-        for budget in disruption_budgets(resource_name(spec), SERVING_NAMESPACE, minimums):
+        for budget in objects.disruption_budgets:
             k8s.policy.v1.PodDisruptionBudget(
                 f"{name}-pdb-{budget['metadata']['name'].removeprefix(resource_name(spec) + '-')}",
                 metadata=budget["metadata"],
                 spec=budget["spec"],
                 opts=child,
             )
-        ingress = model_ingress(
-            spec,
-            host=args.host,
-            requests_per_second=args.requests_per_second,
-            stream_timeout_s=args.stream_timeout_s,
-        )
+        ingress = objects.ingress
         k8s.networking.v1.Ingress(
             f"{name}-ingress",
             metadata=ingress["metadata"],
@@ -190,3 +144,14 @@ class LlmService(pulumi.ComponentResource):
         self.register_outputs(
             {"rayservice_name": self.rayservice_name, "serve_service": self.serve_service}
         )
+
+
+def _account(
+    name: str, account: dict[str, Any], opts: pulumi.ResourceOptions
+) -> k8s.core.v1.ServiceAccount:
+    return k8s.core.v1.ServiceAccount(
+        name,
+        metadata=account["metadata"],
+        automount_service_account_token=account.get("automountServiceAccountToken"),
+        opts=opts,
+    )

@@ -19,20 +19,19 @@ from infra.kube.disruption import (
     GCS_CA_KEY,
     GCS_PASSWORD_KEY,
     GCS_PASSWORD_SECRET,
-    Resilience,
 )
-from infra.kube.namespaces import KUBERAY_NAMESPACE, SERVING_NAMESPACE
+from infra.kube.model_objects import ModelObjects
+from infra.kube.namespaces import SERVING_NAMESPACE
 from infra.kube.ray_security import default_deny
 from infra.platform.config import ServingSecrets
 from infra.platform.stack_config import StackConfig
-from serving.compile.compiler import CompiledModel
 
 
 class ServingPlaneArgs(ComponentArgs):
-    models: dict[str, CompiledModel] = Field(
-        description="Compiled models by profile name, as the stack lists them."
+    objects: dict[str, ModelObjects] = Field(
+        description="Each model's Kubernetes objects by profile name, as the stack lists them."
     )
-    resilience: Resilience
+    gcs_address: Any = Field(description="pulumi.Output[str]: the GCS store's address.")
     gcs_auth: Any = Field(description="pulumi.Output[str], secret: the GCS Redis AUTH string.")
     gcs_ca_certificate: Any = Field(description="pulumi.Output[str]: Memorystore's server CA.")
     project: str
@@ -115,23 +114,14 @@ class ServingPlane(pulumi.ComponentResource):
             model: LlmService(
                 f"{name}-{model}",
                 LlmServiceArgs(
-                    model=compiled,
+                    objects=objects,
                     project=args.project,
-                    image=config.ray_image,
-                    host=config.edge_host,
-                    requests_per_second=config.edge_rate_limit_rps,
-                    stream_timeout_s=config.stream_timeout_s,
+                    gcs_address=args.gcs_address,
                     hf_token=secrets.hf_token,
-                    operator_namespace=(
-                        KUBERAY_NAMESPACE if config.kuberay_install == "helm" else None
-                    ),
-                    cluster_ranges=[config.subnet_cidr, config.pods_cidr, config.services_cidr],
-                    token_generation=config.ray_token_generation,
-                    resilience=args.resilience,
                 ),
                 after,
             )
-            for model, compiled in args.models.items()
+            for model, objects in args.objects.items()
         }
         self.rayservices = pulumi.Output.all(
             **{model: service.rayservice_name for model, service in services.items()}

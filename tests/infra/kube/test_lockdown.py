@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 import pytest
-from compiled_support import deployable
+from compiled_support import model_objects_of
 from infra_support import RecordingMocks, Registered, pulumi_config, run, use_stack
 from pulumi_policy.deserialize import deserialize_properties
 from repo import REPO
@@ -178,13 +178,9 @@ def test_workload_identity_binds_the_weights_reader_to_the_workers(mocks: Record
     run(
         lambda: LlmService(
             "llm",
-            LlmServiceArgs(
-                model=deployable(spec), project="p", image="rayproject/ray-llm:2.56.1-py311-cu128",
-                host=None, requests_per_second=20, stream_timeout_s=600,
-                operator_namespace="kuberay-system", cluster_ranges=[],
-            ),
+            LlmServiceArgs(objects=model_objects_of(spec), project="p"),
         )
-    )  # fmt: skip
+    )
     (binding,) = mocks.of_type("gcp:serviceaccount/iAMMember:IAMMember")
     accounts = {a["metadata"]["name"]: a for a in map(_inputs, mocks.of_type(SERVICE_ACCOUNT))}
     workers = [

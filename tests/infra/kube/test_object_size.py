@@ -15,7 +15,7 @@ from repo import REPO
 from infra.cli.render import render_model
 from infra.deploy.preview import record
 from infra.platform.config import Stack, load_stack
-from infra.platform.plan import compile_stack, plan_platform
+from infra.platform.plan import compile_stack, plan_platform, stack_model_objects
 from serving.errors import ServestackError
 from serving.spec.limits import ANNOTATIONS_BYTES_MAX, size_problems
 from serving.spec.names import GCP_ACCOUNT_ID
@@ -41,7 +41,8 @@ def test_an_oversized_rayservice_stops_the_platform_plan_naming_the_profile() ->
 def test_an_oversized_model_renders_nothing(tmp_path: Path) -> None:
     stack, model = _oversized_dev_stack()
     with pytest.raises(ServestackError):
-        render_model(compile_stack(stack)[model], model, stack, tmp_path)
+        objects = stack_model_objects(stack, model, compile_stack(stack)[model])
+        render_model(objects, model, stack, tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 

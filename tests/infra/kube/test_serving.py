@@ -19,13 +19,12 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from compiled_support import compile_spec, deployable
+from compiled_support import compile_spec, deployable, model_objects_of
 from crd_support import validate_rayservice
 from infra_support import SECRET_VALUES, RecordingMocks, pulumi_config, run, use_stack
 from repo import REPO
 
 from infra.deploy.components.llm_service import LlmService, LlmServiceArgs
-from infra.kube.disruption import Resilience
 from infra.kube.edge import model_ingress
 from infra.kube.manifests import rayservice
 from infra.kube.router_code import router_configmap
@@ -326,13 +325,9 @@ class TestServestacksRouter:
         run(
             lambda: LlmService(
                 "llm",
-                LlmServiceArgs(
-                    model=deployable(self.spec()), project="p", image=IMAGE, host=None,
-                    requests_per_second=20, stream_timeout_s=600, resilience=Resilience(),
-                    operator_namespace="kuberay-system", cluster_ranges=[],
-                ),
+                LlmServiceArgs(objects=model_objects_of(self.spec()), project="p"),
             )
-        )  # fmt: skip
+        )
         (configmap,) = mocks.of_type("kubernetes:core/v1:ConfigMap")
         assert configmap.inputs["metadata"]["name"] == "llama-3-1-8b-servestack-router"
         assert "class PrefixAffinityRouter" in configmap.inputs["data"]["prefix_affinity.py"]

@@ -8,7 +8,7 @@ import yaml
 from repo import REPO
 
 from infra.platform.config import available_stacks, load_stack
-from infra.platform.plan import compile_stack, stack_objects
+from infra.platform.plan import compile_stack, stack_model_objects
 from serving.spec.secrets import credential_in, find_credentials
 
 # Assembled at run time so that no credential-shaped string sits in the repository.
@@ -48,8 +48,8 @@ def test_ordinary_values_are_not_credentials(value: str) -> None:
 @pytest.mark.parametrize("stack", available_stacks(REPO))
 def test_no_false_positive_on_what_the_shipped_stacks_compile_to(stack: str) -> None:
     loaded = load_stack(stack, REPO)
-    for model in compile_stack(loaded).values():
-        for manifest in stack_objects(loaded, model):
+    for profile, model in compile_stack(loaded).items():
+        for manifest in stack_model_objects(loaded, profile, model).manifests:
             assert list(find_credentials(manifest)) == []
             serve = (manifest.get("spec") or {}).get("serveConfigV2")
             if serve:
