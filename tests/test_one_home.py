@@ -131,3 +131,30 @@ def test_the_pack_judges_the_control_ports_of_the_catalog() -> None:
 
     assert ray_security.CONTROL_PORTS is ray_ports.CONTROL_PORTS
     assert ray_ports.CLIENT not in ray_ports.CLUSTER_PORTS, "the client port stays closed"
+
+
+PROFILE_HOME = Path("serving/spec/profile.py")
+TP_RULE_HOME = Path("serving/plan/rules/tp_crosses_node.py")
+
+
+def test_weights_on_gcs_is_told_only_by_the_profile() -> None:
+    """Whether weights come from Cloud Storage is `ModelSpec.weights_on_gcs` (its scheme
+    `GCS_SCHEME`): no other module tests or builds a gs:// spelling of its own. Prose that
+    mentions gs:// (it has spaces) is no spelling."""
+    found = [
+        (where, value)
+        for where, _, value in constants(skip={PROFILE_HOME})
+        if isinstance(value, str) and "gs:/" in value and not re.search(r"\s", value)
+    ]
+    assert found == [], "use spec.weights_on_gcs, serving.compile.weights or GCS_SCHEME"
+
+
+def test_the_tp_within_node_message_is_written_once() -> None:
+    """The planner's rule and the platform plan say a tensor group wider than a node is wrong in
+    the rule's one sentence (`tensor_across_nodes`)."""
+    found = [
+        (where, value)
+        for where, _, value in constants(skip={TP_RULE_HOME})
+        if isinstance(value, str) and "GPUs on one node" in value
+    ]
+    assert found == [], "use serving.plan.rules.tensor_across_nodes"
