@@ -40,9 +40,9 @@ def test_an_oversized_rayservice_stops_the_platform_plan_naming_the_profile() ->
 
 def test_an_oversized_model_renders_nothing(tmp_path: Path) -> None:
     stack, model = _oversized_dev_stack()
+    compiled = compile_stack(stack)[model]
     with pytest.raises(ServestackError):
-        objects = stack_model_objects(stack, model, compile_stack(stack)[model])
-        render_model(objects, model, stack, tmp_path)
+        render_model(stack_model_objects(stack, model, compiled), model, stack, tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 
