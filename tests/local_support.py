@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from serving.local.runtime.places import RUN_DIR_PARENT, RUN_DIR_PREFIX
+import psutil
+
+from serving.local.runtime.places import RUN_DIR_PARENT, RUN_DIR_PREFIX, run_owner
 
 TMP = Path("/tmp")
 
@@ -38,7 +40,8 @@ def default_places() -> tuple[Path, ...]:
 def written_by_default() -> set[str]:
     """What is there now: the entries two levels into those directories, every socket directly
     in /tmp (where vLLM's and ZeroMQ's IPC sockets go by default) and every run's own directory
-    (each must be gone when its run is over)."""
+    (each must be gone when its run is over) but those of runs still live: another local run on
+    this machine, whose owner still runs, is none of the watched run's doing."""
     found: set[str] = set()
     for place in default_places():
         if place.is_dir():
@@ -47,5 +50,11 @@ def written_by_default() -> set[str]:
                 if inner.is_dir() and not inner.is_symlink():
                     found |= {str(deeper) for deeper in inner.iterdir()}
     found |= {str(entry) for entry in TMP.iterdir() if entry.is_socket()}
-    found |= {str(run) for run in RUN_DIR_PARENT.glob(f"{RUN_DIR_PREFIX}*")}
+    found |= {
+        str(run) for run in RUN_DIR_PARENT.glob(f"{RUN_DIR_PREFIX}*") if not _live(run_owner(run))
+    }
     return found
+
+
+def _live(pid: int | None) -> bool:
+    return pid is not None and psutil.pid_exists(pid)

@@ -42,6 +42,9 @@ _RAY_SOCKET = "sockets/plasma_store"
 # The run's own directory: /tmp and a short random name (see above for why).
 RUN_DIR_PARENT = Path("/tmp")
 RUN_DIR_PREFIX = "ss-"
+# In each run's directory: the id of the process whose run it is, so that what watches /tmp can
+# tell the directory of another live run on this machine from one a run left behind.
+RUN_OWNER_FILE = "owner"
 
 
 class PlaceError(RuntimeError):
@@ -99,6 +102,7 @@ def run_directory(engine: Engine = "simulated") -> Iterator[Path]:
     tempfile.gettempdir()
     with tempfile.TemporaryDirectory(prefix=RUN_DIR_PREFIX, dir=RUN_DIR_PARENT) as name:
         path = Path(name)
+        (path / RUN_OWNER_FILE).write_text(str(os.getpid()))
         (path / "tmp").mkdir()
         if engine == "vllm":
             from torch._inductor.runtime.cache_dir_utils import default_cache_dir
@@ -106,6 +110,15 @@ def run_directory(engine: Engine = "simulated") -> Iterator[Path]:
             TORCH_TMP_CACHE_DIR.mkdir(parents=True, exist_ok=True)
             (path / "tmp" / Path(default_cache_dir()).name).symlink_to(TORCH_TMP_CACHE_DIR)
         yield path
+
+
+def run_owner(run_dir: Path) -> int | None:
+    """The process whose run the directory is, where it says so."""
+    try:
+        text = (run_dir / RUN_OWNER_FILE).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def run_dir_env(run_dir: Path) -> dict[str, str]:

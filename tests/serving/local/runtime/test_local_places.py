@@ -121,3 +121,16 @@ def test_a_process_its_host_started_before_the_run_is_not_the_runs_despite_the_m
     finally:
         earlier.kill()
         earlier.wait()
+
+
+def test_a_live_runs_directory_is_not_what_another_run_left_behind() -> None:
+    """The /tmp check of the end-to-end tests counts a run's directory left behind, never that
+    of another run still live on the machine (its owner, who removes it, still runs)."""
+    from local_support import written_by_default
+
+    with places.run_directory() as live:
+        assert places.run_owner(live) == os.getpid()
+        assert str(live) not in written_by_default()
+        # Its owner gone (a run killed before its clean-up), the directory is a leftover.
+        (live / places.RUN_OWNER_FILE).write_text("999999999")
+        assert str(live) in written_by_default()
