@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from serving.catalog.attention import BOUNDED_KINDS, LayerAttention
 from serving.frozen import StrictFrozen
 
 WeightDtype = Literal["bf16", "fp8", "mxfp4"]
@@ -81,7 +82,23 @@ class Architecture(StrictFrozen):
     )
     experts_per_token: int = Field(default=0, ge=0, description="Experts routed per token.")
     sliding_window_layers: int = Field(
-        default=0, ge=0, description="Layers with a short sliding window (their KV is negligible)."
+        default=0,
+        ge=0,
+        description="Layers whose cache does not grow with the context (sliding window, chunked "
+        "or linear attention); the planner counts their KV as negligible.",
+    )
+    num_shared_experts: int = Field(
+        default=0, ge=0, description="Shared experts every token visits (DeepSeek, GLM, Llama 4)."
+    )
+    dense_layers: int = Field(
+        default=0, ge=0, description="MoE models: layers with a dense MLP instead of experts."
+    )
+    attention_layers: list[LayerAttention] | None = Field(
+        default=None,
+        description="How the layers attend, in runs of one kind (None: all full, or `attention`).",
+    )
+    source: str | None = Field(
+        default=None, description="Where the shapes were read: hf:<repo>@<commit>, or a sha256."
     )
     attention_sinks: bool = Field(
         default=False,
@@ -105,7 +122,30 @@ class Architecture(StrictFrozen):
             raise ValueError("a mixture-of-experts model has fewer active than total parameters")
         if self.sliding_window_layers >= self.num_layers:
             raise ValueError("sliding_window_layers must leave at least one full-attention layer")
+        if self.dense_layers and (not self.is_moe or self.dense_layers >= self.num_layers):
+            raise ValueError("dense_layers is for MoE models and must leave a layer with experts")
+        if self.num_shared_experts and not self.is_moe:
+            raise ValueError("num_shared_experts is for mixture-of-experts models")
+        if self.attention_layers is not None:
+            self._consistent_layers(self.attention_layers)
         return self
+
+    def _consistent_layers(self, runs: list[LayerAttention]) -> None:
+        if sum(run.layers for run in runs) != self.num_layers:
+            raise ValueError("attention_layers must account for num_layers layers")
+        bounded = sum(run.layers for run in runs if run.kind in BOUNDED_KINDS)
+        if bounded != self.sliding_window_layers:
+            raise ValueError(
+                "sliding_window_layers must count the sliding, chunked and linear layers of "
+                f"attention_layers ({bounded})"
+            )
+        if any(run.kind == "mla" for run in runs) != (self.attention == "mla"):
+            raise ValueError("attention 'mla' and mla attention_layers go together")
+
+    @property
+    def provenance(self) -> str:
+        """Where the shapes come from: the recorded source, else the catalog entry."""
+        return self.source or f"servestack catalog '{self.key}' ({self.hf_repo or 'inline'})"
 
     @property
     def is_moe(self) -> bool:
