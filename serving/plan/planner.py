@@ -98,6 +98,12 @@ class GroupPlan(Frozen):
 class Plan(Frozen):
     model: str
     architecture: str
+    total_params: float = Field(description="The architecture's parameters, all of them.")
+    active_params: float = Field(description="Parameters one token runs through (MoE: routed).")
+    architecture_source: str = Field(
+        description="Where the architecture's shapes were read: 'hf:<repo>@<commit>', "
+        "'config.json sha256:<digest>', or the servestack catalog entry."
+    )
     accelerator: str
     weights_dtype: str
     max_model_len: int
@@ -185,6 +191,9 @@ def plan(
     return Plan(
         model=spec.name,
         architecture=spec.architecture.key,
+        total_params=spec.architecture.total_params,
+        active_params=spec.architecture.active_params,
+        architecture_source=spec.architecture.provenance,
         accelerator=spec.accelerator,
         weights_dtype=spec.weights_dtype,
         max_model_len=spec.max_model_len,

@@ -109,6 +109,22 @@ def test_plan_json_carries_the_planners_figures(dev_json: dict[str, Any], pristi
         assert printed == expected.model_dump(mode="json")
 
 
+def test_plan_json_reports_each_architectures_parameters_and_source(
+    dev_json: dict[str, Any], pristine: Path
+) -> None:
+    """dev serves catalog models: their counts are the catalog's published figures and the
+    source names the entry (an imported architecture's: tests/infra/cli/test_init_config.py)."""
+    specs = list(load_stack("dev", pristine).profiles.values())
+    for spec, printed in zip(specs, dev_json["plans"], strict=True):
+        arch = spec.architecture
+        assert (printed["total_params"], printed["active_params"]) == (
+            arch.total_params, arch.active_params,
+        )  # fmt: skip
+        assert printed["architecture_source"] == f"servestack catalog '{arch.key}' ({arch.hf_repo})"
+    llama = next(p for p in dev_json["plans"] if p["architecture"] == "llama-3.1-8b")
+    assert llama["total_params"] == 8.03e9
+
+
 def test_plan_json_applies_the_stacks_price_overrides(repo: Path) -> None:
     list_price = MACHINE_TYPES["a3-highgpu-8g"].price_per_hour_usd
     prices = {"a3-highgpu-8g": list_price / 2}
