@@ -28,13 +28,16 @@ def servestack_command() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "infra.cli.app"]
 
 
-def run(cwd: Path, *args: str, columns: int = WIDE) -> subprocess.CompletedProcess[str]:
+def run(
+    cwd: Path, *args: str, columns: int = WIDE, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {
         key: value
         for key, value in os.environ.items()
         if key not in {"FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"}
     }
     env["COLUMNS"] = str(columns)
+    env.update(extra_env or {})
     return subprocess.run(
         [*servestack_command(), *args],
         cwd=cwd,

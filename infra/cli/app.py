@@ -114,12 +114,23 @@ def init_command(
     model: Annotated[
         str,
         typer.Argument(
-            help="A catalog model, or a Hugging Face repo (org/name) with --architecture."
+            help="A catalog model, or a Hugging Face repo (org/name): its config.json is read "
+            "from --config, else from the Hub, unless --architecture names a catalog key."
         ),
     ],
     stack: Annotated[str, typer.Option(help="The stack to add the model to.")] = DEFAULT_STACK,
     architecture: Annotated[
         str | None, typer.Option(help="The catalog architecture of a Hugging Face repo.")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="The repo's config.json, or a folder holding it and optionally "
+            "model.safetensors.index.json. [default: fetched from the Hub with $HF_TOKEN]"
+        ),
+    ] = None,
+    revision: Annotated[
+        str | None, typer.Option(help="The Hub revision to read config.json from. [default: main]")
     ] = None,
     accelerator: Annotated[
         str | None, typer.Option(help="Only this accelerator, e.g. h100-80gb.")
@@ -138,8 +149,8 @@ def init_command(
     from infra.cli.init import init_model
 
     written = init_model(
-        model, stack, architecture=architecture, accelerator=accelerator,
-        max_model_len=max_model_len, name=name,
+        model, stack, architecture=architecture, config=config, revision=revision,
+        accelerator=accelerator, max_model_len=max_model_len, name=name,
     )  # fmt: skip
     report.print_init(console, written, stack)
 

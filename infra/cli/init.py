@@ -1,13 +1,14 @@
 """`servestack init`: a model profile written from the planner's recommendation, and the model
 added to a stack, so that `plan` and `preview` run on it at once.
 
-The model is a catalog architecture, or a Hugging Face repo whose architecture (a catalog key)
-is given. The machine type and layout are the recommender's winner among what the stack can
-build, as the platform planner judges it with the new model in the stack (GCP sells the small
-A3 sizes as Spot or Flex-start only, which a stack must choose; a zonal stack gets only GPUs its
-zone stocks). Nothing is
-overwritten; the stack file is edited in place (its comments kept), and if the stack then fails
-to load, both files are put back as they were.
+The model is a catalog architecture, or a Hugging Face repo: its architecture is a catalog key
+(--architecture), or read from its config.json (--config PATH, else fetched from the Hub) and
+written inline in the profile with where it came from. The machine type and layout are the
+recommender's winner among what the stack can build, as the platform planner judges it with the
+new model in the stack (GCP sells the small A3 sizes as Spot or Flex-start only, which a stack
+must choose; a zonal stack gets only GPUs its zone stocks). Nothing is overwritten; the stack
+file is edited in place (its comments kept), and if the stack then fails to load, both files
+are put back as they were.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from typing import Any
 
 import yaml
 
+from infra.cli.hub import COMMAND_LINE, fetch_model_files
 from infra.platform.config import Stack, load_stack, profile_path
 from infra.platform.plan import plan_platform
 from infra.platform.stack_config import DEFAULT_STACK
 from serving import catalog
+from serving.catalog import Architecture
+from serving.catalog.importer import import_architecture, read_model_files
 from serving.errors import ServestackError, unknown_key_fix
 from serving.plan.planner import plan
 from serving.recommend.ranking import (
@@ -35,7 +39,6 @@ from serving.recommend.ranking import (
 from serving.spec.loading import display_path, validate
 from serving.spec.profile import ModelSpec
 
-COMMAND_LINE = "command line"
 # A context long enough for chat with retrieved documents, short enough that most models fit one
 # GPU's KV cache beside their weights; the model's own limit where that is shorter.
 DEFAULT_MAX_MODEL_LEN = 8192
@@ -55,6 +58,8 @@ def init_model(
     stack_name: str = DEFAULT_STACK,
     *,
     architecture: str | None = None,
+    config: Path | None = None,
+    revision: str | None = None,
     accelerator: str | None = None,
     max_model_len: int | None = None,
     name: str | None = None,
@@ -62,8 +67,9 @@ def init_model(
 ) -> Initialized:
     """Write `stacks/models/<name>.yaml` for `model` and add it to the stack's models."""
     stack = load_stack(stack_name, root)
-    arch_key, source = _architecture_and_source(model, architecture)
-    arch = catalog.ARCHITECTURES[arch_key]
+    served = name or (model.rsplit("/", 1)[-1].lower() if "/" in model else model)
+    arch, source = _architecture_and_source(model, architecture, config, revision, served)
+    arch_key = arch.key
     if accelerator is not None and accelerator not in catalog.ACCELERATORS:
         raise ServestackError(
             COMMAND_LINE, "--accelerator", f"unknown accelerator '{accelerator}'",
@@ -75,13 +81,12 @@ def init_model(
             COMMAND_LINE, "--max-model-len", f"{length:,} tokens is not a context {arch_key} has",
             f"use a length from 16 to {arch.max_position_embeddings:,}",
         )  # fmt: skip
-    served = name or (source.rsplit("/", 1)[-1].lower() if "/" in model else arch_key)
     base = validate(
         ModelSpec,
         {
             "name": served,
             "source": source,
-            "architecture": arch_key,
+            "architecture": arch_key if arch.source is None else arch,
             "accelerator": accelerator or "h100-80gb",
             "max_model_len": length,
         },
@@ -103,7 +108,46 @@ def init_model(
     return Initialized(path, stack.path, spec, choice)
 
 
-def _architecture_and_source(model: str, architecture: str | None) -> tuple[str, str]:
+def _architecture_and_source(
+    model: str, architecture: str | None, config: Path | None, revision: str | None, served: str
+) -> tuple[Architecture, str]:
+    """The model's architecture and where its weights come from."""
+    if config is not None or (architecture is None and "/" in model):
+        if architecture is not None:
+            raise ServestackError(
+                COMMAND_LINE, "--config", "gives the architecture, and so does --architecture",
+                "pass one of them",
+            )  # fmt: skip
+        if "/" not in model:
+            raise ServestackError(
+                COMMAND_LINE, "MODEL", f"'{model}' is not a Hugging Face repo (org/name)",
+                "name the repo the weights come from, e.g. Qwen/Qwen3-8B, with --config",
+            )  # fmt: skip
+        if config is not None:
+            if revision is not None:
+                raise ServestackError(
+                    COMMAND_LINE, "--revision", "names a Hub revision, but --config reads a file",
+                    "drop --revision, or --config to read that revision from the Hub",
+                )  # fmt: skip
+            files = read_model_files(config, str(config))
+            source = None  # the importer records the file's sha256
+        else:
+            fetched = fetch_model_files(model, revision)
+            files, source = fetched.files, fetched.source
+        arch = import_architecture(
+            files.config, files.index, key=served, hf_repo=model, source=source
+        )
+        return arch, model
+    if revision is not None:
+        raise ServestackError(
+            COMMAND_LINE, "--revision", "is for an architecture read from the Hub",
+            "drop --revision, or --architecture to read the config from the Hub",
+        )  # fmt: skip
+    key, source = _catalog_key_and_source(model, architecture)
+    return catalog.ARCHITECTURES[key], source
+
+
+def _catalog_key_and_source(model: str, architecture: str | None) -> tuple[str, str]:
     if architecture is not None:
         if architecture not in catalog.ARCHITECTURES:
             raise ServestackError(
@@ -120,16 +164,10 @@ def _architecture_and_source(model: str, architecture: str | None) -> tuple[str,
     if model in catalog.ARCHITECTURES:
         arch = catalog.ARCHITECTURES[model]
         return model, arch.hf_repo or f"unknown/{model}"
-    if "/" in model:
-        raise ServestackError(
-            COMMAND_LINE, "--architecture", f"servestack cannot tell the architecture of '{model}'",
-            "add --architecture with the catalog key it matches: "
-            + ", ".join(sorted(catalog.ARCHITECTURES)),
-        )  # fmt: skip
     raise ServestackError(
         COMMAND_LINE, "MODEL", f"no catalog model '{model}'",
         unknown_key_fix(model, catalog.ARCHITECTURES, "models")
-        + " (or a Hugging Face repo with --architecture)",
+        + " (or a Hugging Face repo: org/name)",
     )  # fmt: skip
 
 
@@ -203,10 +241,14 @@ def _choose(base: ModelSpec, stack: Stack, accelerator: str | None) -> tuple[Can
 
 
 def _profile_text(model: str, spec: ModelSpec, choice: Candidate) -> str:
+    arch = spec.architecture
     fields: dict[str, Any] = {
         "name": spec.name,
         "source": spec.source,
-        "architecture": spec.architecture.key,
+        # A catalog architecture by its key; one read from a config.json whole, with its source.
+        "architecture": arch.key
+        if arch.source is None
+        else arch.model_dump(mode="json", exclude_defaults=True),
     }
     if spec.quantization != "none":
         fields["quantization"] = spec.quantization
@@ -230,6 +272,8 @@ def _profile_text(model: str, spec: ModelSpec, choice: Candidate) -> str:
         if cost is not None
         else f"# Written by `servestack init {model}`: {verdict}.\n"
     )
+    if arch.source is not None:
+        header += f"# The architecture was read from {arch.source}.\n"
     return header + yaml.safe_dump(fields, sort_keys=False)
 
 

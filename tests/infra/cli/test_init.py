@@ -1,6 +1,7 @@
-"""`servestack init`: the profile it writes from the planner's recommendation plans and previews
-clean in the stack it joins, for every catalog model that fits some catalog machine; bad input
-gets one message naming the field and a fix, exit 2, and leaves every file as it was."""
+"""`servestack init` of catalog models: the profile it writes from the planner's recommendation
+plans and previews clean in the stack it joins, for every catalog model that fits some catalog
+machine; bad input gets one message naming the field and a fix, exit 2, and leaves every file as
+it was. (Models read from a config.json: test_init_config.py.)"""
 
 from __future__ import annotations
 
@@ -90,7 +91,8 @@ def test_the_cli_round_trip_init_plan_preview(tmp_path: Path) -> None:
     ("args", "field", "words"),
     [
         (["qwen3-8", "--stack", "dev"], "MODEL", "did you mean 'qwen3-8b'"),
-        (["Qwen/Qwen3-8B"], "--architecture", "--architecture with the catalog key"),
+        # A repo without --architecture reads its config.json: tests/infra/cli/test_init_config.py
+        (["qwen3-8b", "--revision", "main"], "--revision", "is for an architecture read from"),
         (["Qwen/Qwen3-8B", "--architecture", "qwen-8b"], "--architecture", "did you mean"),
         (["qwen3-8b", "--accelerator", "h100"], "--accelerator", "did you mean 'h100-80gb'"),
         (["qwen3-8b", "--max-model-len", "10000000"], "--max-model-len", "use a length from"),
@@ -103,7 +105,7 @@ def test_the_cli_round_trip_init_plan_preview(tmp_path: Path) -> None:
     ],
     ids=[
         "unknown-model",
-        "repo-without-architecture",
+        "revision-of-a-catalog-model",
         "unknown-architecture",
         "unknown-accelerator",
         "context-too-long",
