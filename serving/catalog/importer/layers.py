@@ -63,8 +63,8 @@ def moe_layers(text: Fields, model_type: str, layers: int) -> list[bool]:
         every = text.optional_int("moe_layer_freq") or 1
         return [i >= first_dense and i % every == 0 for i in range(layers)]
     if model_type == "llama4_text":
-        listed = text.int_list("moe_layers") or []
-        return [i in set(listed) for i in range(layers)]
+        listed = set(text.int_list("moe_layers") or [])
+        return [i in listed for i in range(layers)]
     if model_type in ("qwen3_moe", "qwen3_next"):
         dense = set(text.int_list("mlp_only_layers") or [])
         step = text.whole("decoder_sparse_step")

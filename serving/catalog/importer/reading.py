@@ -59,13 +59,17 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def _too_big(size: int, file: str, limit: int) -> ServestackError:
+    return ServestackError(
+        file, "", f"is {size:,} bytes, more than the {limit:,} a model's JSON needs",
+        f"pass the model's own {Path(file).name} from its Hugging Face repo",
+    )  # fmt: skip
+
+
 def parse_json(raw: bytes, file: str, limit: int = MAX_CONFIG_BYTES) -> JsonFile:
     """One JSON object from `raw`, or a ServestackError naming `file`."""
     if len(raw) > limit:
-        raise ServestackError(
-            file, "", f"is {len(raw):,} bytes, more than the {limit:,} a model's JSON needs",
-            f"pass the model's own {Path(file).name} from its Hugging Face repo",
-        )  # fmt: skip
+        raise _too_big(len(raw), file, limit)
     try:
         data = json.loads(
             raw.decode("utf-8"),
@@ -96,8 +100,8 @@ def parse_json(raw: bytes, file: str, limit: int = MAX_CONFIG_BYTES) -> JsonFile
 def read_json(path: Path, file: str, limit: int = MAX_CONFIG_BYTES) -> JsonFile:
     try:
         size = path.stat().st_size
-        if size > limit:
-            return parse_json(b"\0" * (limit + 1), file, limit)
+        if size > limit:  # refused before it is read
+            raise _too_big(size, file, limit)
         raw = path.read_bytes()
     except OSError as exc:
         raise ServestackError(

@@ -13,6 +13,7 @@ from importer_support import HF_CONFIGS, as_file, fixture_file
 
 from serving.catalog.importer import (
     INDEX_FILE,
+    MAX_INDEX_BYTES,
     JsonFile,
     import_architecture,
     read_model_files,
@@ -96,3 +97,15 @@ def test_a_folder_without_config_json_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ServestackError) as caught:
         read_model_files(tmp_path, "model")
     assert "holds no config.json" in caught.value.problem
+
+
+def test_an_oversized_file_on_disk_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_bytes((HF_CONFIGS / LLAMA / "config.json").read_bytes())
+    with (folder / INDEX_FILE).open("wb") as index:
+        index.truncate(MAX_INDEX_BYTES + 1)  # sparse: the size is what is checked
+    with pytest.raises(ServestackError) as caught:
+        read_model_files(folder, "model")
+    assert caught.value.source == f"model/{INDEX_FILE}"
+    assert f"more than the {MAX_INDEX_BYTES:,}" in caught.value.problem
