@@ -170,7 +170,10 @@ def pools_command(
     document = platform.model_dump(mode="json")
     for printed, pool in zip(document["gpu_pools"], platform.gpu_pools, strict=True):
         printed.update(
-            compact=pool.compact, provisioning=pool.provisioning, node_selector=pool.node_selector
+            compact=pool.compact,
+            provisioning=pool.provisioning,
+            node_selector=pool.node_selector,
+            way=pool.way,
         )
     print(json.dumps(document, indent=2))
 

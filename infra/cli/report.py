@@ -260,8 +260,10 @@ def print_platform(console: Console, platform: PlatformPlan) -> None:
         obtained = pool.provisioning
         if pool.reservation_affinity != "none":
             obtained += f", reservation: {pool.reservation_affinity}"
+        if pool.chain_step is not None:
+            obtained = pool.way
         table.add_row(
-            "gpu",
+            "gpu" if pool.chain_step is None else f"gpu step {pool.chain_step + 1}",
             pool.machine_type,
             f"{machine.gpus_per_node}× {machine.accelerator}",
             f"{pool.min_nodes}–{pool.max_nodes}",
@@ -271,7 +273,10 @@ def print_platform(console: Console, platform: PlatformPlan) -> None:
             ", ".join(pool.models),
         )
     console.print(table)
+    print_chains(console, platform)
     for pool in platform.gpu_pools:
+        if pool.chain_step:
+            continue  # one line per chain: its steps share the bounds
         reserved = f", reservations hold {pool.reserved_nodes}" if pool.reserved_nodes else ""
         console.print(
             f"{pool.machine_type}: {pool.max_nodes} nodes at most = "
@@ -279,6 +284,19 @@ def print_platform(console: Console, platform: PlatformPlan) -> None:
             f"{pool.upgrade_room_nodes} for a RayService upgrade's new cluster{reserved}"
         )
     print_pod_fits(console, platform)
+
+
+def print_chains(console: Console, platform: PlatformPlan) -> None:
+    """Each capacity chain: its ComputeClass and its steps in priority order."""
+    chains: dict[str, list[str]] = {}
+    for pool in platform.gpu_pools:
+        if pool.compute_class is not None:
+            chains.setdefault(f"{pool.chain_of} chain (ComputeClass {pool.compute_class})", [])
+            chains[f"{pool.chain_of} chain (ComputeClass {pool.compute_class})"].append(
+                f"{(pool.chain_step or 0) + 1}. {pool.way} on {pool.machine_type}"
+            )
+    for title, steps in chains.items():
+        console.print(f"{title}: {' → '.join(steps)}")
 
 
 def print_pod_fits(console: Console, platform: PlatformPlan) -> None:

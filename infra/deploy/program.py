@@ -58,8 +58,8 @@ def build(stack: Stack, platform: PlatformPlan, secrets: ServingSecrets) -> None
         ),
     )
     gpu_pools = {
-        spec.machine_type: GpuNodePool(
-            f"{PREFIX}-{spec.machine_type}",
+        spec.pool_key: GpuNodePool(
+            f"{PREFIX}-{spec.pool_key}",
             GpuNodePoolArgs(
                 spec=spec,
                 cluster_id=cluster.cluster_id,
@@ -81,7 +81,8 @@ def build(stack: Stack, platform: PlatformPlan, secrets: ServingSecrets) -> None
     serving = ServingPlane(
         f"{PREFIX}-serving",
         ServingPlaneArgs(
-            objects=platform.objects, project=platform.cluster.project, config=config,
+            objects=platform.objects, compute_classes=platform.compute_classes,
+            project=platform.cluster.project, config=config,
             secrets=secrets, kubeconfig=cluster.kubeconfig, gcs_address=gcs.address,
             gcs_auth=gcs.auth_string, gcs_ca_certificate=gcs.ca_certificate,
         ),

@@ -11,6 +11,7 @@ the LlmService component makes from a Pulumi secret.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -34,7 +35,13 @@ from serving.catalog import GIB
 from serving.catalog.ray_ports import HEAD_PORTS
 from serving.catalog.ray_release import RAY_FLOOR, image_ray_version
 from serving.compile.compiler import PROFILE_ANNOTATION, CompiledModel, compile
-from serving.compile.scheduling import GPU_TAINT_KEY, POOL_LABEL, SYSTEM_POOL, gpu_node_selector
+from serving.compile.scheduling import (
+    COMPUTE_CLASS_LABEL,
+    GPU_TAINT_KEY,
+    POOL_LABEL,
+    SYSTEM_POOL,
+    gpu_node_selector,
+)
 from serving.compile.weights import MODEL_MOUNT_ROOT, gcs_weights
 from serving.compile.workers import WorkerShape
 from serving.plan.planner import Plan
@@ -162,8 +169,35 @@ def _weights_cache_volume(resilience: Resilience) -> dict[str, Any]:
     return {"name": "hf-cache", "emptyDir": {}}
 
 
+def _node_selector(machine_type: str, compute_class: str | None) -> dict[str, str]:
+    """A worker on a capacity chain selects its ComputeClass, whose pools may be of several
+    machine types; otherwise its machine type's pool."""
+    if compute_class is not None:
+        return {COMPUTE_CLASS_LABEL: compute_class}
+    return gpu_node_selector(machine_type)
+
+
+def _tolerations(compute_class: str | None) -> list[dict[str, str]]:
+    tolerations = [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    if compute_class is not None:
+        tolerations.append(
+            {
+                "key": COMPUTE_CLASS_LABEL,
+                "operator": "Equal",
+                "value": compute_class,
+                "effect": "NoSchedule",
+            }
+        )
+    return tolerations
+
+
 def _worker_group(
-    model: CompiledModel, shape: WorkerShape, image: str, with_token: bool, resilience: Resilience
+    model: CompiledModel,
+    shape: WorkerShape,
+    image: str,
+    with_token: bool,
+    resilience: Resilience,
+    compute_class: str | None = None,
 ) -> dict[str, Any]:
     spec = model.spec
     resources = {
@@ -213,8 +247,8 @@ def _worker_group(
     template: dict[str, Any] = {
         "spec": {
             "serviceAccountName": service_account_name(spec),
-            "nodeSelector": gpu_node_selector(shape.machine_type),
-            "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+            "nodeSelector": _node_selector(shape.machine_type, compute_class),
+            "tolerations": _tolerations(compute_class),
             "terminationGracePeriodSeconds": resilience.pod_grace_s(shape.machine_type),
             "containers": [
                 {
@@ -267,11 +301,14 @@ def rayservice(
     with_hf_token: bool = True,
     token_generation: int = 0,
     resilience: Resilience | None = None,
+    compute_classes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The model's RayService: its compiled Serve application on its own Ray cluster, locked
     down by `harden` (token auth, securityContexts, the workers' own identity), its GCS state
     in the stack's Redis, drains and upgrades fitted to the notice its nodes give (the Serve
-    application's own shutdown time was fitted when it was compiled, `compile_for`)."""
+    application's own shutdown time was fitted when it was compiled, `compile_for`). A worker
+    group whose machine type has a capacity chain selects its ComputeClass (`compute_classes`,
+    by machine type)."""
     spec = model.spec
     name = resource_name(spec)
     resilience = resilience or Resilience()
@@ -309,7 +346,14 @@ def rayservice(
                 },
                 "headGroupSpec": _head(model, image, with_hf_token, resilience),
                 "workerGroupSpecs": [
-                    _worker_group(model, shape, image, with_hf_token, resilience)
+                    _worker_group(
+                        model,
+                        shape,
+                        image,
+                        with_hf_token,
+                        resilience,
+                        (compute_classes or {}).get(shape.machine_type),
+                    )
                     for shape in model.worker_shapes
                 ],
             },

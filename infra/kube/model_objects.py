@@ -12,6 +12,7 @@ the weights reader's identity.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 from typing import Any
@@ -48,6 +49,8 @@ class StackFacts:
     operator_namespace: str | None = None
     # The cluster's own address ranges, which the pods' HTTPS egress excludes.
     cluster_ranges: tuple[IPv4Network, ...] = ()
+    # The ComputeClass of each machine type with a capacity chain, which its workers select.
+    compute_classes: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ def build_model_objects(model: CompiledModel, facts: StackFacts, source: str) ->
         with_hf_token=with_hf_token,
         token_generation=facts.token_generation,
         resilience=facts.resilience,
+        compute_classes=facts.compute_classes,
     )
     minimums = {
         group["groupName"]: group["minReplicas"]

@@ -42,9 +42,13 @@ class PodFit(Frozen):
 
 
 def stack_pods(
-    stack: Stack, models: Mapping[str, CompiledModel], system_machine: str
+    stack: Stack,
+    models: Mapping[str, CompiledModel],
+    system_machine: str,
+    step_machines: Mapping[str, list[str]] | None = None,
 ) -> list[PodFit]:
-    """Each pod of the stack with its pool's room per node."""
+    """Each pod of the stack with its pool's room per node; a worker of a machine type with a
+    capacity chain once per machine type of its steps (`step_machines`), as it may land on any."""
     config = stack.config
     found: list[PodFit] = []
 
@@ -68,11 +72,12 @@ def stack_pods(
         )  # fmt: skip
         for group in manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"]:
             pod = group["template"]["spec"]
-            machine = pod["nodeSelector"][MACHINE_TYPE_LABEL]
-            add(
-                f"{name} worker {group['groupName']}", "gpu", machine, group["maxReplicas"],
-                pod["containers"],
-            )  # fmt: skip
+            planned = pod["nodeSelector"][MACHINE_TYPE_LABEL]
+            for machine in dict.fromkeys((step_machines or {}).get(planned) or [planned]):
+                add(
+                    f"{name} worker {group['groupName']}", "gpu", machine, group["maxReplicas"],
+                    pod["containers"],
+                )  # fmt: skip
     edge = edge_values(
         replicas=config.edge_replicas, internal=config.edge_internal, source_ranges=[],
         stream_timeout_s=config.stream_timeout_s,

@@ -313,7 +313,7 @@ def gpu_node_minimums(pools: Iterable[GpuPoolSpec]) -> dict[str, int]:
     minimums: dict[str, int] = {}
     for pool in pools:
         gpu = catalog.ACCELERATORS[pool.machine.accelerator].product_name
-        minimums[gpu] = minimums.get(gpu, 0) + pool.min_nodes
+        minimums[gpu] = minimums.get(gpu, 0) + pool.kept_nodes
     return minimums
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import Field
 
+from infra.kube.compute_class import ClassStep, compute_class, compute_class_name
 from infra.kube.disruption import Resilience
 from infra.kube.manifests import compile_for
 from infra.kube.model_objects import ModelObjects, StackFacts, build_model_objects
@@ -25,12 +27,14 @@ from infra.platform.resilience import resilience_for
 from infra.platform.specs import ClusterSpec, GpuPoolSpec, NetworkSpec, SystemPoolSpec
 from infra.platform.stack_config import NAMESPACE, GpuPoolOptions
 from serving import catalog
+from serving.catalog.consumption import compact_refusal, run_limit_refusal
 from serving.compile.compiler import CompiledModel
 from serving.compile.scheduling import NODE_SURGE
 from serving.errors import ProfileValidationError, ServestackError
 from serving.frozen import Frozen
 from serving.plan.planner import Plan, plan
 from serving.plan.rules import tensor_across_nodes
+from serving.plan.rules.step_holds_layout import step_cannot_hold
 from serving.spec.loading import display_path, validate
 from serving.spec.profile import ModelSpec
 
@@ -59,6 +63,12 @@ class PlatformPlan(Frozen):
         description="Each model's Kubernetes objects, built and size-checked once, by profile "
         "name: what the serving plane registers.",
     )
+    compute_classes: tuple[dict[str, Any], ...] = Field(
+        default=(),
+        exclude=True,
+        description="One GKE ComputeClass per capacity chain, built once: what the serving "
+        "plane registers.",
+    )
 
 
 @dataclass
@@ -70,6 +80,8 @@ class _Demand:
     upgrade_room: int = 0
     spans_nodes: bool = False
     models: list[str] = field(default_factory=list)
+    tensor: int = 0  # the widest tensor-parallel group
+    pod_gpus: int = 0  # the GPUs of the largest worker pod
 
 
 def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
@@ -88,6 +100,7 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
     models = compile_stack(stack)
     demands = _gpu_demands(stack, models, judge_layouts)
     objects = {profile: stack_model_objects(stack, profile, m) for profile, m in models.items()}
+
     network = validate(
         NetworkSpec,
         {"region": region} | config.model_dump(
@@ -122,7 +135,9 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
             f"remove the entry, or set machine_type: {machine_type} in a model profile",
         )  # fmt: skip
     gpu_pools = tuple(
-        _gpu_pool(
+        pool
+        for machine_type, demand in demands.items()
+        for pool in _gpu_pools_of(
             machine_type,
             demand,
             config.gpu_pools.get(machine_type),
@@ -130,9 +145,12 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
             source,
             judge_layouts,
         )
-        for machine_type, demand in demands.items()
     )
-    pods = stack_pods(stack, models, system_pool.machine_type)
+    step_machines: dict[str, list[str]] = {}
+    for pool in gpu_pools:
+        if pool.chain_of is not None:
+            step_machines.setdefault(pool.chain_of, []).append(pool.machine_type)
+    pods = stack_pods(stack, models, system_pool.machine_type, step_machines)
     if judge_layouts:
         # The preview registers a pod that cannot fit, for the policy pack to name.
         check_fits(stack, pods, system_pool.max_nodes)
@@ -146,7 +164,35 @@ def plan_platform(stack: Stack, *, judge_layouts: bool = True) -> PlatformPlan:
         pods=tuple(pods),
         models=models,
         objects=objects,
+        compute_classes=tuple(_compute_classes(gpu_pools)),
     )
+
+
+def stack_compute_classes(stack: Stack) -> dict[str, str]:
+    """The ComputeClass of each machine type the stack gives a capacity chain."""
+    return {
+        machine_type: compute_class_name(machine_type)
+        for machine_type, options in stack.config.gpu_pools.items()
+        if options.capacity
+    }
+
+
+def _compute_classes(pools: tuple[GpuPoolSpec, ...]) -> list[dict[str, Any]]:
+    steps: dict[str, list[ClassStep]] = {}
+    for pool in pools:
+        if pool.compute_class is None:
+            continue
+        steps.setdefault(pool.compute_class, []).append(
+            ClassStep(
+                machine_type=pool.machine_type,
+                mode=pool.mode,
+                reservation=pool.reservations[0] if pool.reservations else None,
+                reservation_affinity=pool.reservation_affinity,
+                max_run_s=pool.max_run_duration_s,
+                driver_version=pool.gpu_driver_version,
+            )
+        )
+    return [compute_class(name, chain) for name, chain in steps.items()]
 
 
 def stack_resilience(stack: Stack) -> Resilience:
@@ -186,6 +232,7 @@ def stack_facts(stack: Stack) -> StackFacts:
         resilience=stack_resilience(stack),
         operator_namespace=KUBERAY_NAMESPACE if config.kuberay_install == "helm" else None,
         cluster_ranges=(config.subnet_cidr, config.pods_cidr, config.services_cidr),
+        compute_classes=stack_compute_classes(stack),
     )
 
 
@@ -245,12 +292,14 @@ def _gpu_demands(
                 )
             demand = demands.setdefault(placement.machine_type, _Demand())
             demand.spans_nodes |= placement.spans_nodes
+            demand.tensor = max(demand.tensor, tensor)
             if model not in demand.models:
                 demand.models.append(model)
         # The pool holds what the model's RayService worker groups may scale to (one pod per
         # node), so the two can never disagree.
         for shape in compiled.worker_shapes:
             demand = demands[shape.machine_type]
+            demand.pod_gpus = max(demand.pod_gpus, shape.gpus)
             demand.min_nodes += shape.min_replicas
             demand.max_nodes += shape.max_replicas
             # Models upgrade one at a time: the largest new cluster at its minimum.
@@ -264,6 +313,93 @@ def _gpu_demands(
     return demands
 
 
+def _gpu_pools_of(
+    machine_type: str,
+    demand: _Demand,
+    options: GpuPoolOptions | None,
+    cluster: ClusterSpec,
+    source: str,
+    judge_layouts: bool = True,
+) -> list[GpuPoolSpec]:
+    """The pool of one machine type, or one pool per step of its capacity chain."""
+    if options is None or not options.capacity:
+        return [_gpu_pool(machine_type, demand, options, cluster, source, judge_layouts)]
+    key = f"{NAMESPACE}:gpu_pools.{machine_type}.capacity"
+    name = compute_class_name(machine_type)
+    pools = []
+    for index, step in enumerate(options.capacity):
+        step_machine = step.machine_type or machine_type
+        cannot = step_cannot_hold(
+            step_machine,
+            catalog.MACHINE_TYPES[machine_type].accelerator,
+            tensor=demand.tensor,
+            pod_gpus=demand.pod_gpus,
+        )
+        if cannot is not None and judge_layouts:
+            raise ServestackError(
+                source, f"{key}.{index}.machine_type",
+                f"{cannot} ({', '.join(demand.models)})",
+                f"use a machine type of the same GPU with {demand.pod_gpus} or more GPUs per "
+                f"node, e.g. {machine_type}, or drop the step",
+            )  # fmt: skip
+        reservation = step.reservation
+        flex = step.flex_start
+        stepped = options.model_copy(
+            update={
+                "capacity": [],
+                "spot": step.mode == "spot",
+                "flex_start": flex is not None,
+                "reservation_affinity": reservation.affinity if reservation else "none",
+                "reservations": [reservation.name] if reservation and reservation.name else [],
+                "spot_shutdown_grace_s": (
+                    options.spot_shutdown_grace_s if step.mode == "spot" else None
+                ),
+            }
+        )
+        pool = _gpu_pool(
+            step_machine, demand, stepped, cluster, f"{source}", judge_layouts,
+            key_prefix=f"{key}.{index}.",
+            chain={
+                "compute_class": name, "chain_of": machine_type, "chain_step": index,
+                "max_run_duration_s": flex.max_run_duration_s if flex else None,
+                "class_min_nodes": demand.min_nodes, "min_nodes": 0,
+            },
+        )  # fmt: skip
+        if judge_layouts:
+            _check_step(pool, cluster, source, f"{key}.{index}")
+        pools.append(pool)
+    return pools
+
+
+def _check_step(pool: GpuPoolSpec, cluster: ClusterSpec, source: str, key: str) -> None:
+    """What GKE will not provision of one chain step, in the pack's words."""
+    if pool.compact:
+        refusal = compact_refusal(
+            pool.machine_type,
+            zones=len(pool.zones),
+            flex_start=pool.flex_start,
+            queued=pool.queued_provisioning,
+        )
+        if refusal is not None:
+            raise ServestackError(
+                source, key, refusal,
+                "put a reservation, Spot or on-demand step in its place, or a layout that "
+                "needs no compact placement (inside one node)",
+            )  # fmt: skip
+    if pool.max_run_duration_s is not None:
+        for exclusion in cluster.maintenance_exclusions:
+            window = (exclusion.end_time - exclusion.start_time).total_seconds()
+            refusal = run_limit_refusal(
+                pool.machine_type, pool.max_run_duration_s, exclusion.name, window
+            )
+            if refusal is not None:
+                raise ServestackError(
+                    source, key, refusal,
+                    "put a reservation step before the flex-start one, or split the exclusion "
+                    f"into windows of at most {pool.max_run_duration_s // 86400} days",
+                )  # fmt: skip
+
+
 def _gpu_pool(
     machine_type: str,
     demand: _Demand,
@@ -271,8 +407,12 @@ def _gpu_pool(
     cluster: ClusterSpec,
     source: str,
     judge_layouts: bool = True,
+    *,
+    key_prefix: str | None = None,
+    chain: dict[str, Any] | None = None,
 ) -> GpuPoolSpec:
     options = options or GpuPoolOptions()
+    prefix = key_prefix or f"{NAMESPACE}:gpu_pools.{machine_type}."
     machine = catalog.MACHINE_TYPES[machine_type]
     stocking = catalog.zones_offering(machine.gke_accelerator, cluster.region)
     if not stocking:
@@ -324,7 +464,8 @@ def _gpu_pool(
             "upgrade_room_nodes": demand.upgrade_room,
             "replicas_span_nodes": demand.spans_nodes,
             "models": tuple(demand.models),
-        },
+        }
+        | (chain or {}),
         source,
-        f"{NAMESPACE}:gpu_pools.{machine_type}.",
+        prefix,
     )

@@ -18,8 +18,10 @@ from serving.compile.scheduling import SPOT_CRITICAL_PODS_S, SPOT_POD_NOTICE_S
 
 
 def pool_notice_s(options: GpuPoolOptions | None, stream_timeout_s: int) -> int:
-    """How long a pod on this pool has between being told to stop and being killed."""
-    if options is not None and options.spot:
+    """How long a pod on this pool has between being told to stop and being killed; on a
+    capacity chain, the shortest any of its steps gives (a Spot step's)."""
+    chained_spot = options is not None and any(s.mode == "spot" for s in options.capacity)
+    if options is not None and (options.spot or chained_spot):
         if options.spot_shutdown_grace_s is not None:
             return options.spot_shutdown_grace_s - SPOT_CRITICAL_PODS_S
         return SPOT_POD_NOTICE_S

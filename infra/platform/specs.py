@@ -23,7 +23,8 @@ from infra.platform.stack_config import (
 )
 from serving import catalog
 from serving.catalog import MachineType
-from serving.compile.scheduling import gpu_node_selector
+from serving.catalog.consumption import ConsumptionMode, compact_refusal, flex_start_refusal
+from serving.compile.scheduling import COMPUTE_CLASS_LABEL, gpu_node_selector
 from serving.errors import FixableValueError
 from serving.frozen import Frozen
 from serving.spec.exposure import SMALLEST_AUTHORIZED_PREFIX, too_wide
@@ -205,6 +206,24 @@ class GpuPoolSpec(GpuPoolOptions):
         default=False, description="Some replica needs more than one node of this type."
     )
     models: tuple[str, ...] = Field(default=(), description="The models planned onto it.")
+    compute_class: str | None = Field(
+        default=None,
+        description="The ComputeClass this pool is a step of (labelled and tainted for it), "
+        "where the stack gives the pool's machine type a capacity chain.",
+    )
+    chain_of: str | None = Field(
+        default=None, description="The machine type whose chain this step is (its models')."
+    )
+    chain_step: int | None = Field(default=None, ge=0, description="Its place in the chain.")
+    max_run_duration_s: int | None = Field(
+        default=None, description="Flex-start: how long a node lives before GKE reclaims it."
+    )
+    class_min_nodes: int = Field(
+        default=0,
+        ge=0,
+        description="The nodes the plans keep up on the whole chain (every step pool itself "
+        "starts empty: the class scales whichever step has capacity).",
+    )
 
     @field_validator("machine_type")
     @classmethod
@@ -250,18 +269,33 @@ class GpuPoolSpec(GpuPoolOptions):
                     f"use a zone that does: {', '.join(stocking)}",
                     field="zones",
                 )
-        if self.compact and len(self.zones) != 1:
+        refusal = compact_refusal(
+            self.machine_type, zones=len(self.zones), flex_start=False, queued=False
+        )
+        if self.compact and refusal is not None:
             why = "a replica spans nodes" if self.replicas_span_nodes else "compact_placement"
             raise FixableValueError(
-                f"compact placement ({why}) keeps a pool in one zone, not {len(self.zones)}",
+                f"{refusal} (compact because {why})",
                 f"list one zone, e.g. zones: [{self.zones[0]}]",
                 field="zones",
             )
 
     def _check_provisioning(self) -> None:
-        if self.spot and (self.flex_start or self.queued_provisioning):
+        refusal = flex_start_refusal(
+            self.machine_type,
+            auto_repair=False,
+            reservation=self.reservation_affinity != "none",
+            spot=self.spot,
+        )
+        if self.flex_start and refusal is not None:
             raise FixableValueError(
-                "spot does not combine with flex_start or queued_provisioning",
+                refusal,
+                "choose one way to obtain the nodes (a capacity chain orders several)",
+                field="spot" if self.spot else "reservation_affinity",
+            )
+        if self.spot and self.queued_provisioning:
+            raise FixableValueError(
+                "spot does not combine with queued_provisioning",
                 "choose one way to obtain the nodes",
                 field="spot",
             )
@@ -286,7 +320,8 @@ class GpuPoolSpec(GpuPoolOptions):
                 "drop spot_shutdown_grace_s, or set spot: true",
                 field="spot_shutdown_grace_s",
             )
-        if self.reservation_affinity == "specific" and self.reserved_nodes is None:
+        chained = self.compute_class is not None
+        if self.reservation_affinity == "specific" and self.reserved_nodes is None and not chained:
             raise FixableValueError(
                 "a pool bound to specific reservations must say how many VMs they hold, or "
                 "its upgrade room cannot be checked",
@@ -343,7 +378,45 @@ class GpuPoolSpec(GpuPoolOptions):
 
     @property
     def node_selector(self) -> dict[str, str]:
+        if self.compute_class is not None:
+            return {COMPUTE_CLASS_LABEL: self.compute_class}
         return gpu_node_selector(self.machine_type)
+
+    @property
+    def pool_key(self) -> str:
+        """Names the pool among the stack's: its machine type, or for a chain's step the
+        chain's machine type, the step's place and its way."""
+        if self.chain_step is None:
+            return self.machine_type
+        return f"{self.chain_of}-{self.chain_step}-{self.mode.replace('_', '-')}"
+
+    @property
+    def mode(self) -> ConsumptionMode:
+        """The pool's way of obtaining nodes, as a chain's step names it."""
+        if self.spot:
+            return "spot"
+        if self.flex_start:
+            return "flex_start"
+        if self.reservation_affinity != "none":
+            return "reservation"
+        return "on_demand"
+
+    @property
+    def way(self) -> str:
+        """How the pool obtains its nodes, in a few words (`servestack pools`)."""
+        if self.mode == "reservation":
+            named = f" {self.reservations[0]}" if self.reservations else ""
+            return f"reservation{named} ({self.reservation_affinity})"
+        if self.mode == "flex_start" and self.max_run_duration_s is not None:
+            return f"flex-start (nodes live {self.max_run_duration_s / 86400:g} days)"
+        return self.provisioning
+
+    @property
+    def kept_nodes(self) -> int:
+        """The nodes this pool (or, for the chain's first step, its class) keeps up."""
+        if self.chain_step is None:
+            return self.min_nodes
+        return self.class_min_nodes if self.chain_step == 0 else 0
 
     @property
     def initial_nodes_per_zone(self) -> int:

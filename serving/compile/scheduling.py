@@ -15,6 +15,10 @@ from serving import catalog
 MACHINE_TYPE_LABEL = "servestack.io/machine-type"
 POOL_LABEL = "servestack.io/pool"
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+# GKE's label of a ComputeClass's nodes; a node pool made by hand joins a class with this label
+# and a NoSchedule taint of the same key and value, and a pod selects the class by it.
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+COMPUTE_CLASS_TAINT_EFFECT = "NO_SCHEDULE"
 SYSTEM_POOL = "system"
 GPU_POOL = "gpu"
 

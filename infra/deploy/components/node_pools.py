@@ -18,6 +18,8 @@ from infra.deploy.components.args import ComponentArgs
 from infra.deploy.components.cluster import CLOUD_PLATFORM_SCOPE
 from infra.platform.specs import GpuPoolSpec, SystemPoolSpec
 from serving.compile.scheduling import (
+    COMPUTE_CLASS_LABEL,
+    COMPUTE_CLASS_TAINT_EFFECT,
     GPU_POOL,
     GPU_TAINT_EFFECT,
     GPU_TAINT_KEY,
@@ -148,9 +150,22 @@ class GpuNodePool(pulumi.ComponentResource):
                 taints=[
                     gcp.container.NodePoolNodeConfigTaintArgs(
                         key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=GPU_TAINT_EFFECT
-                    )
+                    ),
+                    # A pool made by hand joins its ComputeClass by this taint and label.
+                    *(
+                        [
+                            gcp.container.NodePoolNodeConfigTaintArgs(
+                                key=COMPUTE_CLASS_LABEL,
+                                value=spec.compute_class,
+                                effect=COMPUTE_CLASS_TAINT_EFFECT,
+                            )
+                        ]
+                        if spec.compute_class is not None
+                        else []
+                    ),
                 ],
-                labels={POOL_LABEL: GPU_POOL, MACHINE_TYPE_LABEL: machine.name},
+                labels={POOL_LABEL: GPU_POOL, MACHINE_TYPE_LABEL: machine.name}
+                | ({COMPUTE_CLASS_LABEL: spec.compute_class} if spec.compute_class else {}),
                 # The bundled local SSDs back emptyDir and the image cache: weights copied
                 # there load at NVMe speed.
                 ephemeral_storage_local_ssd_config=(
@@ -173,6 +188,9 @@ class GpuNodePool(pulumi.ComponentResource):
                     else None
                 ),
                 flex_start=spec.flex_start,
+                max_run_duration=(
+                    f"{spec.max_run_duration_s}s" if spec.max_run_duration_s is not None else None
+                ),
                 reservation_affinity=gcp.container.NodePoolNodeConfigReservationAffinityArgs(
                     consume_reservation_type=_RESERVATION_TYPES[spec.reservation_affinity],
                     key=RESERVATION_NAME_KEY if spec.reservations else None,

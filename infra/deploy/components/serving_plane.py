@@ -31,6 +31,9 @@ class ServingPlaneArgs(ComponentArgs):
     objects: dict[str, ModelObjects] = Field(
         description="Each model's Kubernetes objects by profile name, as the stack lists them."
     )
+    compute_classes: tuple[dict[str, Any], ...] = Field(
+        default=(), description="The stack's ComputeClasses (one per capacity chain), as built."
+    )
     gcs_address: Any = Field(description="pulumi.Output[str]: the GCS store's address.")
     gcs_auth: Any = Field(description="pulumi.Output[str], secret: the GCS Redis AUTH string.")
     gcs_ca_certificate: Any = Field(description="pulumi.Output[str]: Memorystore's server CA.")
@@ -91,6 +94,18 @@ class ServingPlane(pulumi.ComponentResource):
                     parent=self, providers=[provider], depends_on=[namespace]
                 ),
             ),
+        ]
+        # Cluster-scoped, before the workers that select them.
+        ready += [
+            k8s.apiextensions.CustomResource(
+                f"{name}-{manifest['metadata']['name']}",
+                api_version=manifest["apiVersion"],
+                kind=manifest["kind"],
+                metadata=manifest["metadata"],
+                spec=manifest["spec"],
+                opts=on_cluster,
+            )
+            for manifest in args.compute_classes
         ]
         if config.kuberay_install == "helm":
             ready.append(KubeRayOperator(f"{name}-kuberay", on_cluster))

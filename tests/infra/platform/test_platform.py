@@ -237,7 +237,7 @@ BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = 
         _stack(DEV, _set(gpu_pools={"a3-highgpu-1g": {"spot": True, "flex_start": True}})),
         DEV,
         "servestack:gpu_pools.a3-highgpu-1g.spot",
-        ["spot does not combine with flex_start"],
+        ["flex-start a3-highgpu-1g pool cannot also be Spot"],
     ),
     (
         "zonal-cluster-in-a-zone-without-the-gpu",
@@ -314,7 +314,7 @@ BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = 
         ),
         PROD,
         "servestack:gpu_pools.a3-highgpu-8g.zones",
-        ["compact placement (compact_placement) keeps a pool in one zone, not 2"],
+        ["must sit in one zone, not 2", "compact because compact_placement"],
     ),
     (
         "gpu-machine-as-system-pool",
