@@ -15,6 +15,7 @@ from pulumi_policy import Severity
 
 from policies.common import stack_policy
 from policies.views import (
+    CLUSTER,
     HELM_RELEASE,
     INGRESS,
     NODE_POOL,
@@ -22,15 +23,26 @@ from policies.views import (
     REDIS,
     SECRET,
     BudgetView,
+    ClusterView,
     IngressView,
     KubernetesObject,
     NodePoolView,
     RedisView,
     ReleaseView,
+    class_pools,
+    gpu_pools_by_machine,
     rayservices,
+    spec_for,
     views,
 )
+from serving.catalog.consumption import (
+    FLEX_START_MAX_RUN_S,
+    compact_refusal,
+    flex_start_refusal,
+    run_limit_refusal,
+)
 from serving.compile.scheduling import (
+    COMPUTE_CLASS_LABEL,
     MACHINE_TYPE_LABEL,
     NODE_SURGE,
     POOL_LABEL,
@@ -40,6 +52,7 @@ from serving.compile.scheduling import (
     misfit,
     requested,
 )
+from serving.plan.rules.step_holds_layout import step_cannot_hold
 
 NODE_TYPE_LABEL = "ray.io/node-type"
 GROUP_LABEL = "ray.io/group"
@@ -48,8 +61,30 @@ DEPRECATED_THRESHOLDS = ("serviceUnhealthySecondThreshold", "deploymentUnhealthy
 
 
 def _gpu_pools(resources: list[Any]) -> dict[str, NodePoolView]:
-    pools = views(resources, NODE_POOL, NodePoolView)
-    return {pool.machine: pool for pool in pools if pool.machine}
+    """The pools a worker group may select, by what it selects: a machine type, or a
+    ComputeClass (keyed `class <name>`), whose steps count as one pool that scales to the
+    smallest of their maximums and gives the shortest of their notices."""
+    pools: dict[str, NodePoolView] = dict(gpu_pools_by_machine(resources))
+    for name, steps in class_pools(resources).items():
+        pools[_class_key(name)] = min(steps, key=lambda pool: (pool.max_nodes, _notice_rank(pool)))
+    return pools
+
+
+def _class_key(name: str) -> str:
+    return f"class {name}"
+
+
+def _notice_rank(pool: NodePoolView) -> int:
+    notice = _notice_s(pool)
+    # A drained pool honours any grace: it ranks after every reclaimable one.
+    return 2**31 if notice is None else notice
+
+
+def _selected(selector: Mapping[str, Any]) -> str | None:
+    """What a GPU worker group selects: its ComputeClass or its machine type."""
+    if COMPUTE_CLASS_LABEL in selector:
+        return _class_key(str(selector[COMPUTE_CLASS_LABEL]))
+    return _machine_selected(selector, None)
 
 
 def _system_machine(resources: list[Any]) -> str | None:
@@ -85,14 +120,21 @@ def _pod_fits_node(resources: list[Any], config: Mapping[str, Any]) -> Iterator[
         for part in (release.values, release.controller):
             if part.get("resources") is not None and part.get("nodeSelector") is not None:
                 pods.append((release.name, part.labels("nodeSelector"), [part.props]))
+    steps = class_pools(resources)
     for name, selector, containers in pods:
-        machine = _machine_selected(selector, system)
-        if machine is None:
+        if COMPUTE_CLASS_LABEL in selector:
+            chain = steps.get(str(selector[COMPUTE_CLASS_LABEL]), [])
+            machines = list(dict.fromkeys(str(pool.machine_type) for pool in chain))
+        else:
+            machine = _machine_selected(selector, system)
+            machines = [machine] if machine is not None else []
+        if not machines:
             yield f"{name} selects no pool of the stack, so its fit cannot be checked"
             continue
-        problem = misfit(name, requested(containers), machine)
-        if problem is not None:
-            yield problem
+        for machine in machines:
+            problem = misfit(name, requested(containers), machine)
+            if problem is not None:
+                yield problem
 
 
 # --- a lost head keeps its cluster --------------------------------------------------------
@@ -184,7 +226,7 @@ def _grace_fits_notice(resources: list[Any], config: Mapping[str, Any]) -> Itera
         for group in service.worker_groups:
             grace = group.grace_s
             graces.append(grace)
-            machine = _machine_selected(group.node_selector, None)
+            machine = _selected(group.node_selector)
             notice = _notice_s(pools[machine]) if machine in pools else None
             if notice is not None and grace > notice:
                 yield (
@@ -238,7 +280,7 @@ def _upgrade_room(resources: list[Any], config: Mapping[str, Any]) -> Iterator[s
     for service in rayservices(resources):
         new_cluster = service.upgrade_type
         for group in service.worker_groups:
-            machine = _machine_selected(group.node_selector, None) or "no machine type"
+            machine = _selected(group.node_selector) or "no machine type"
             peak[machine] = peak.get(machine, 0) + group.max_replicas
             if new_cluster in (None, "NewCluster"):
                 room[machine] = max(room.get(machine, 0), group.min_replicas)
@@ -254,7 +296,8 @@ def _upgrade_room(resources: list[Any], config: Mapping[str, Any]) -> Iterator[s
                 f"the {machine} pool scales to {ceiling} node(s); at peak its worker groups hold "
                 f"{pods} and an upgrade's new cluster needs {room.get(machine, 0)} more"
             )
-        if pool.reservation_affinity == "SPECIFIC_RESERVATION":
+        # A chain's reservation step overflows to its next step: it needs no upgrade room.
+        if pool.reservation_affinity == "SPECIFIC_RESERVATION" and not pool.compute_class:
             reserved = pool.resource_labels.get(RESERVED_NODES_LABEL)
             if reserved is None or int(reserved) < ceiling + NODE_SURGE:
                 yield (
@@ -262,6 +305,54 @@ def _upgrade_room(resources: list[Any], config: Mapping[str, Any]) -> Iterator[s
                     f"{reserved or 'an unknown number of'} VMs, but may need {ceiling} nodes "
                     f"(upgrade room included) and {NODE_SURGE} surge node for a node upgrade"
                 )
+
+
+# --- consumption options GKE will provision -----------------------------------------------
+
+
+def _consumption(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
+    exclusions = [
+        exclusion
+        for cluster in views(resources, CLUSTER, ClusterView)
+        for exclusion in cluster.maintenance_exclusions
+    ]
+    for pool in views(resources, NODE_POOL, NodePoolView):
+        machine = str(pool.machine_type)
+        if pool.compact:
+            refusal = compact_refusal(
+                machine, zones=len(pool.zones), flex_start=pool.flex_start, queued=pool.queued
+            )
+            if refusal is not None:
+                yield f"{pool.name}: {refusal}"
+        if pool.flex_start:
+            refusal = flex_start_refusal(
+                machine,
+                auto_repair=pool.auto_repair,
+                reservation=(pool.reservation_affinity or "NO_RESERVATION") != "NO_RESERVATION",
+                spot=pool.reclaimable,
+            )
+            if refusal is not None:
+                yield f"{pool.name}: {refusal}"
+            limit = pool.max_run_s or FLEX_START_MAX_RUN_S
+            for name, window in exclusions:
+                refusal = run_limit_refusal(machine, limit, name, window)
+                if refusal is not None:
+                    yield f"{pool.name}: {refusal}"
+    steps = class_pools(resources)
+    for service in rayservices(resources):
+        for group in service.worker_groups:
+            chain = group.compute_class
+            if chain is None:
+                continue
+            for deployment in service.deployments:
+                accelerator = spec_for(service, deployment).accelerator
+                for pool in steps.get(chain, []):
+                    refusal = step_cannot_hold(
+                        str(pool.machine_type), accelerator,
+                        tensor=deployment.layout.tensor, pod_gpus=group.gpus_per_pod,
+                    )  # fmt: skip
+                    if refusal is not None:
+                        yield f"{service.name} ({deployment.role}): {pool.name}: {refusal}"
 
 
 FAULT_POLICIES = [
@@ -320,5 +411,15 @@ FAULT_POLICIES = [
         "Let the stack size its pools from the plans, and reserve reserved_nodes VMs (or use "
         "reservation_affinity: any).",
         _upgrade_room,
+    ),
+    stack_policy(
+        "stack-nodepool-consumption",
+        "Every GPU pool asks GKE for what it provisions: compact placement in one zone, never "
+        "with queued provisioning and with flex-start only where GKE offers it; flex-start with "
+        "auto-repair off, no reservation and no Spot, its run limit no shorter than a "
+        "maintenance exclusion; every capacity step able to hold its workers.",
+        "Let `servestack preview` build the pools from servestack:gpu_pools.<type>.capacity "
+        "(the same rules refuse the stack there, naming the step and a fix).",
+        _consumption,
     ),
 ]

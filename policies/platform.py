@@ -20,10 +20,11 @@ from policies.views import (
     IngressView,
     NodePoolView,
     UnreadableError,
+    class_pools,
     every_container,
+    gpu_pools_by_machine,
     rayservices,
     view,
-    views,
 )
 from serving.compile.scheduling import GPU_TAINT_EFFECT, GPU_TAINT_KEY
 from serving.spec.exposure import (
@@ -155,12 +156,22 @@ def _edge_tls_and_auth(
 
 
 def _pool_for_every_group(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
-    pools = {
-        pool.machine: pool for pool in views(resources, NODE_POOL, NodePoolView) if pool.machine
-    }
+    pools = gpu_pools_by_machine(resources)
+    steps = class_pools(resources)
     wanted: dict[str, int] = {}
+    wanted_of_class: dict[str, int] = {}
     for service in rayservices(resources):
         for group in service.worker_groups:
+            chain = group.compute_class
+            if chain is not None:
+                if chain not in steps:
+                    yield (
+                        f"{service.name}: worker group {group.name} selects ComputeClass "
+                        f"{chain}, and the stack creates no node pool for it"
+                    )
+                    continue
+                wanted_of_class[chain] = wanted_of_class.get(chain, 0) + group.max_replicas
+                continue
             if group.machine is None or group.machine.name not in pools:
                 selected = group.machine.name if group.machine else "no machine type"
                 yield (
@@ -176,6 +187,14 @@ def _pool_for_every_group(resources: list[Any], config: Mapping[str, Any]) -> It
                 f"the {machine} pool scales to {ceiling} node(s); its worker groups may ask for "
                 f"{pods} (one pod per node)"
             )
+    for chain, pods in wanted_of_class.items():
+        # Any step may be the one with capacity: each holds the groups at peak.
+        for pool in steps[chain]:
+            if pods > pool.max_nodes:
+                yield (
+                    f"{pool.name}, a step of ComputeClass {chain}, scales to {pool.max_nodes} "
+                    f"node(s); its worker groups may ask for {pods} (one pod per node)"
+                )
 
 
 PLATFORM_POLICIES = [

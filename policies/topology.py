@@ -12,14 +12,13 @@ from pulumi_policy import Severity
 
 from policies.common import ADVISORY, ResourceCheck, resource_policy, stack_policy
 from policies.views import (
-    NODE_POOL,
-    NodePoolView,
+    class_pools,
     deployments_of,
+    gpu_pools_by_machine,
     judge,
     planner_verdicts,
     rayservices,
     spec_for,
-    views,
 )
 
 
@@ -66,11 +65,21 @@ def _expert_parallel(
 
 
 def _compact_for_multinode(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
-    compact = {pool.machine: pool.compact for pool in views(resources, NODE_POOL, NodePoolView)}
+    compact = {pool.machine: pool.compact for pool in gpu_pools_by_machine(resources).values()}
+    steps = class_pools(resources)
     for view in rayservices(resources):
         per_pod = view.gpus_per_pod()
         machine = view.machine()
+        chains = {g.compute_class for g in view.worker_groups if g.compute_class}
         for deployment in view.deployments:
+            spans = deployment.layout.gpus_per_replica > per_pod
+            loose = [p.name for chain in chains for p in steps.get(chain, []) if not p.compact]
+            if spans and loose:
+                yield (
+                    f"{view.name} ({deployment.role}): a replica spans nodes, but the capacity "
+                    f"steps {', '.join(loose)} have no compact placement: its ranks may sit "
+                    "racks apart"
+                )
             spans = deployment.layout.gpus_per_replica > per_pod
             if spans and machine is not None and not compact.get(machine.name, False):
                 yield (

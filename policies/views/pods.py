@@ -11,7 +11,7 @@ from typing import Any
 from policies.views.base import Reader, UnreadableError, as_number
 from serving import catalog
 from serving.catalog import MachineType
-from serving.compile.scheduling import GPU_RESOURCE, MACHINE_TYPE_LABEL
+from serving.compile.scheduling import COMPUTE_CLASS_LABEL, GPU_RESOURCE, MACHINE_TYPE_LABEL
 
 # Kubernetes' default terminationGracePeriodSeconds.
 KUBERNETES_DEFAULT_GRACE_S = 30
@@ -137,6 +137,11 @@ class WorkerGroup(PodGroup):
     @property
     def machine_name(self) -> str | None:
         return self.node_selector.get(MACHINE_TYPE_LABEL)
+
+    @property
+    def compute_class(self) -> str | None:
+        """The ComputeClass the group selects, where it runs on a capacity chain."""
+        return self.node_selector.get(COMPUTE_CLASS_LABEL)
 
     @property
     def machine(self) -> MachineType | None:

@@ -5,15 +5,23 @@ PodDisruptionBudget, Helm releases). Each is built once per resource per run (`v
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from functools import cached_property
 from typing import Any, TypeVar
 
 from policies.views.base import (
+    NODE_POOL,
     Reader,
+    UnreadableError,
     cached,
     of,
 )
-from serving.compile.scheduling import MACHINE_TYPE_LABEL, POOL_LABEL, SPOT_CRITICAL_PODS_S
+from serving.compile.scheduling import (
+    COMPUTE_CLASS_LABEL,
+    MACHINE_TYPE_LABEL,
+    POOL_LABEL,
+    SPOT_CRITICAL_PODS_S,
+)
 
 
 class ResourceView:
@@ -50,6 +58,41 @@ class NodePoolView(ResourceView):
     def machine(self) -> str | None:
         """The machine type its nodes are labelled with (GPU pools), as worker groups select it."""
         return self.node.labels("labels").get(MACHINE_TYPE_LABEL) or None
+
+    @property
+    def compute_class(self) -> str | None:
+        """The ComputeClass the pool is a step of (its nodes' label), where it is one."""
+        return self.node.labels("labels").get(COMPUTE_CLASS_LABEL) or None
+
+    @property
+    def zones(self) -> list[str]:
+        return [str(zone) for zone in self.read.items("nodeLocations")]
+
+    @property
+    def flex_start(self) -> bool:
+        return bool(self.node.get("flexStart"))
+
+    @property
+    def queued(self) -> bool:
+        return bool(self.read.get("queuedProvisioning.enabled"))
+
+    @property
+    def auto_repair(self) -> bool:
+        # GKE repairs nodes unless the pool says otherwise.
+        return self.read.get("management.autoRepair") is not False
+
+    @property
+    def max_run_s(self) -> int | None:
+        """A flex-start node's life ("604800s" as GKE spells it); None where unset."""
+        text = self.node.text("maxRunDuration")
+        if text is None:
+            return None
+        try:
+            return int(float(text.removesuffix("s")))
+        except ValueError:
+            raise UnreadableError(
+                self.name, "nodeConfig.maxRunDuration", f"is {text!r}, not seconds"
+            ) from None
 
     @property
     def pool_role(self) -> str | None:
@@ -136,6 +179,23 @@ class ClusterView(ResourceView):
     @property
     def resource_labels(self) -> dict[str, str]:
         return self.read.labels("resourceLabels")
+
+    @property
+    def maintenance_exclusions(self) -> list[tuple[str, float]]:
+        """Each maintenance exclusion's name and length in seconds."""
+        found = []
+        for item in self.read.items("maintenancePolicy.maintenanceExclusions"):
+            if not isinstance(item, Mapping):
+                continue
+            try:
+                start = datetime.fromisoformat(str(item.get("startTime")))
+                end = datetime.fromisoformat(str(item.get("endTime")))
+            except ValueError:
+                raise UnreadableError(
+                    self.name, "maintenancePolicy.maintenanceExclusions", "holds no RFC 3339 time"
+                ) from None
+            found.append((str(item.get("exclusionName")), (end - start).total_seconds()))
+        return found
 
     @property
     def authorized_networks(self) -> list[str] | None:
@@ -234,3 +294,18 @@ def view(kind: type[View], name: str, props: Mapping[str, Any]) -> View:
 def views(resources: list[Any], resource_type: str, kind: type[View]) -> list[View]:
     """The views of every resource of one type, in the analyzer's order."""
     return [view(kind, r.name, r.props) for r in of(resources, resource_type)]
+
+
+def gpu_pools_by_machine(resources: list[Any]) -> dict[str, NodePoolView]:
+    """The GPU pools worker groups select by machine type (not a capacity chain's steps)."""
+    pools = views(resources, NODE_POOL, NodePoolView)
+    return {pool.machine: pool for pool in pools if pool.machine and not pool.compute_class}
+
+
+def class_pools(resources: list[Any]) -> dict[str, list[NodePoolView]]:
+    """The step pools of each ComputeClass, by its name."""
+    found: dict[str, list[NodePoolView]] = {}
+    for pool in views(resources, NODE_POOL, NodePoolView):
+        if pool.compute_class:
+            found.setdefault(pool.compute_class, []).append(pool)
+    return found
