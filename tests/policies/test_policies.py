@@ -221,6 +221,11 @@ CASES: dict[str, Case] = {
         "prod", "gpu-pool", set_at(4, "autoscaling", "totalMaxNodeCount"),
         pop_at("nodeConfig", "labels"), "advisory",
     ),
+    # dev's Spot pool made flex-start too (and auto-repaired): GKE refuses both.
+    "stack-nodepool-consumption": Case(
+        "dev", "gpu-pool", set_at(True, "nodeConfig", "flexStart"),
+        pop_at("nodeConfig", "flexStart"), "advisory", missing_passes=True,
+    ),
 }  # fmt: skip
 
 

@@ -49,6 +49,9 @@ REFUSED_BY = {
     "two-node-not-compact": "topology-nodepool-compact-for-multinode",
     "head-on-e2-standard-2": "stack-pod-fits-node",
     "reservation-without-upgrade-room": "stack-nodepool-upgrade-room",
+    "compact-flex-start-on-a3-high": "stack-nodepool-consumption",
+    "capacity-step-too-small": "stack-nodepool-consumption",
+    "flex-start-outlives-exclusion": "stack-nodepool-consumption",
 }
 
 

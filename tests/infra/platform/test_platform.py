@@ -366,7 +366,10 @@ def test_pools_json_carries_the_platform_plan(repo: Path, stack: str) -> None:
     expected = platform.model_dump(mode="json")
     for pool, spec in zip(expected["gpu_pools"], platform.gpu_pools, strict=True):
         pool.update(
-            compact=spec.compact, provisioning=spec.provisioning, node_selector=spec.node_selector
+            compact=spec.compact,
+            provisioning=spec.provisioning,
+            node_selector=spec.node_selector,
+            way=spec.way,
         )
     assert printed == expected
 
