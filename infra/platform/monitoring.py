@@ -21,7 +21,7 @@ from typing import Any
 
 from infra.kube.manifests import resource_name, serve_service_name
 from infra.kube.namespaces import KUBERAY_NAMESPACE, SERVING_NAMESPACE
-from infra.platform.specs import GpuPoolSpec
+from infra.platform.pool_specs import GpuPoolSpec
 from serving import catalog
 from serving.catalog.pins import KUBERAY_CHART
 from serving.catalog.ray_ports import METRICS, SERVE_HAPROXY_METRICS

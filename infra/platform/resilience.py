@@ -13,7 +13,7 @@ from infra.kube.disruption import (
     Resilience,
     WeightsCache,
 )
-from infra.platform.stack_config import GpuPoolOptions
+from infra.platform.capacity_config import GpuPoolOptions
 from serving.compile.scheduling import SPOT_CRITICAL_PODS_S, SPOT_POD_NOTICE_S
 
 

@@ -12,7 +12,7 @@ from infra.deploy.components import (
     GpuNodePool,
     GpuNodePoolArgs,
 )
-from infra.platform.specs import GpuPoolSpec
+from infra.platform.pool_specs import GpuPoolSpec
 from serving import catalog
 from serving.catalog import MachineType
 from serving.errors import FixableValueError

@@ -1,5 +1,6 @@
 """Pulumi components of the GKE platform, one per concern; each turns a spec from
-`infra/platform/specs.py` into resources and decides nothing itself."""
+`infra/platform/specs.py` or `infra/platform/pool_specs.py` into resources and decides nothing
+itself."""
 
 from infra.deploy.components.cluster import GkeCluster, GkeClusterArgs
 from infra.deploy.components.edge_ingress import EdgeIngress, EdgeIngressArgs

@@ -16,7 +16,7 @@ import pulumi_gcp as gcp
 
 from infra.deploy.components.args import ComponentArgs
 from infra.deploy.components.cluster import CLOUD_PLATFORM_SCOPE
-from infra.platform.specs import GpuPoolSpec, SystemPoolSpec
+from infra.platform.pool_specs import GpuPoolSpec, SystemPoolSpec
 from serving.compile.scheduling import (
     COMPUTE_CLASS_LABEL,
     COMPUTE_CLASS_TAINT_EFFECT,

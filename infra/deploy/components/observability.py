@@ -25,7 +25,7 @@ from infra.platform.monitoring import (
     pod_monitorings,
     resource_name_of,
 )
-from infra.platform.specs import GpuPoolSpec
+from infra.platform.pool_specs import GpuPoolSpec
 from infra.platform.stack_config import StackConfig
 from serving.compile.compiler import CompiledModel
 

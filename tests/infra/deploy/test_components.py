@@ -24,7 +24,7 @@ from infra.deploy.components import (
     SystemNodePool,
     SystemNodePoolArgs,
 )
-from infra.platform.specs import SystemPoolSpec
+from infra.platform.pool_specs import SystemPoolSpec
 from serving import catalog
 from serving.compile.scheduling import (
     GKE_ACCELERATOR_LABEL,
