@@ -7,6 +7,7 @@ from pulumi_policy import Policy
 
 from policies.edge import EDGE_POLICIES
 from policies.faults import FAULT_POLICIES
+from policies.node_pools import NODE_POOL_POLICIES
 from policies.objects import OBJECT_POLICIES
 from policies.platform import PLATFORM_POLICIES
 from policies.ray_security import RAY_SECURITY_POLICIES
@@ -22,4 +23,5 @@ POLICIES: list[Policy] = [
     *EDGE_POLICIES,
     *RAY_SECURITY_POLICIES,
     *FAULT_POLICIES,
+    *NODE_POOL_POLICIES,
 ]

@@ -16,6 +16,7 @@ import yaml
 
 from infra.deploy.preview import Registered, judge, record
 from policies.faults import FAULT_POLICIES
+from policies.node_pools import NODE_POOL_POLICIES
 from policies.pack import POLICIES
 
 PATCHES = Path(__file__).parent / "negative" / "patches"
@@ -72,5 +73,5 @@ def test_every_fault_policy_has_a_negative_fixture() -> None:
     from test_preview import REFUSED_BY
 
     covered = {yaml.safe_load(p.read_text())["policy"] for p in FIXTURES} | set(REFUSED_BY.values())
-    faults = {policy.name for policy in FAULT_POLICIES}
+    faults = {policy.name for policy in [*FAULT_POLICIES, *NODE_POOL_POLICIES]}
     assert faults <= covered
