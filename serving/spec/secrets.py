@@ -39,6 +39,9 @@ CREDENTIAL_FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # Random keys of 16+ characters carry about 4 bits per character; words and ids far less.
 _MIN_RANDOM_LENGTH = 16
 _MIN_BITS_PER_CHAR = 3.5
+# A Kubernetes label or taint key of words under a domain (`cloud.google.com/compute-class`, a
+# toleration's `key`): long and varied in letters, but words, not a generated key.
+_WORDS_UNDER_DOMAIN = re.compile(r"[a-z]+(\.[a-z]+)+/[a-z]+([-.][a-z]+)*")
 
 
 def looks_secret(name: str) -> bool:
@@ -57,6 +60,7 @@ def looks_random(text: str) -> bool:
         len(text) >= _MIN_RANDOM_LENGTH
         and not any(c.isspace() for c in text)
         and _bits_per_char(text) >= _MIN_BITS_PER_CHAR
+        and not _WORDS_UNDER_DOMAIN.fullmatch(text)
     )
 
 

@@ -33,6 +33,12 @@ def test_a_random_string_under_a_key_like_name_is_a_secret() -> None:
     assert credential_in("q8Z2xR7mK4pW9vL3", "dtype") is None
 
 
+def test_a_label_key_of_words_is_no_secret_but_a_random_one_under_a_domain_is() -> None:
+    """A toleration's `key` names a taint: words under a domain, however varied its letters."""
+    assert credential_in("cloud.google.com/compute-class", "key") is None
+    assert credential_in("cloud.google.com/q8Z2xR7mK4pW9vL3", "key") is not None
+
+
 def test_a_credential_nested_anywhere_is_found_with_its_path() -> None:
     found = list(find_credentials({"a": [{"b": CREDENTIALS["Hugging Face"]}]}))
     assert found == [("a.0.b", "a Hugging Face token")]
