@@ -134,7 +134,6 @@ def test_the_pack_judges_the_control_ports_of_the_catalog() -> None:
 
 
 PROFILE_HOME = Path("serving/spec/profile.py")
-TP_RULE_HOME = Path("serving/plan/rules/tp_crosses_node.py")
 
 
 def test_weights_on_gcs_is_told_only_by_the_profile() -> None:
@@ -147,14 +146,3 @@ def test_weights_on_gcs_is_told_only_by_the_profile() -> None:
         if isinstance(value, str) and "gs:/" in value and not re.search(r"\s", value)
     ]
     assert found == [], "use spec.weights_on_gcs, serving.compile.weights or GCS_SCHEME"
-
-
-def test_the_tp_within_node_message_is_written_once() -> None:
-    """The planner's rule and the platform plan say a tensor group wider than a node is wrong in
-    the rule's one sentence (`tensor_across_nodes`)."""
-    found = [
-        (where, value)
-        for where, _, value in constants(skip={TP_RULE_HOME})
-        if isinstance(value, str) and "GPUs on one node" in value
-    ]
-    assert found == [], "use serving.plan.rules.tensor_across_nodes"
