@@ -46,6 +46,12 @@ class LayerAttention(StrictFrozen):
         gt=0,
         description="mla: tokens DeepSeek V3.2's sparse indexer selects (None: dense MLA).",
     )
+    indexer_head_dim: int | None = Field(
+        default=None,
+        gt=0,
+        le=100_000,
+        description="mla: width of the sparse indexer's cached key (DeepSeek V3.2: 128).",
+    )
 
     @model_validator(mode="after")
     def _fields_of_its_kind(self) -> LayerAttention:
@@ -62,4 +68,6 @@ class LayerAttention(StrictFrozen):
                 raise ValueError("a state shape is a list of positive dimensions")
         if self.indexer_topk is not None and self.kind != "mla":
             raise ValueError("indexer_topk is for mla layers only")
+        if (self.indexer_topk is None) != (self.indexer_head_dim is None):
+            raise ValueError("indexer_topk and indexer_head_dim go together (a sparse indexer)")
         return self

@@ -17,6 +17,7 @@ from serving.catalog.importer.counting import (
 )
 from serving.catalog.importer.index import checked_total, read_index
 from serving.catalog.importer.layers import (
+    MLA_TYPES,
     attention_runs,
     expert_count,
     experts_per_token,
@@ -87,7 +88,7 @@ def import_architecture(
             "layer to size the KV cache", "set sliding_window: null if the model serves full "
             "attention, or use a catalog architecture with --architecture",
         )  # fmt: skip
-    mla = model_type == "deepseek_v3"
+    mla = model_type in MLA_TYPES
     experts = expert_count(text) if any(moe) else 0
     fields: dict[str, Any] = {
         "key": key,
@@ -157,7 +158,7 @@ def _expert_width(text: Fields, model_type: str) -> int:
 
 
 def _shared_experts(text: Fields, model_type: str) -> int:
-    if model_type in ("deepseek_v3", "glm4_moe"):
+    if model_type in MLA_TYPES or model_type == "glm4_moe":
         return text.whole("n_shared_experts", minimum=0)
     if model_type == "qwen3_next":
         return 1 if text.optional_int("shared_expert_intermediate_size") else 0

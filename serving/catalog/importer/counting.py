@@ -23,7 +23,7 @@ FOUR_NORM_TYPES = frozenset({"gemma3_text"})
 COUNTED_TYPES = frozenset(
     {
         "llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "qwen3_moe", "gpt_oss",
-        "gemma3_text", "llama4_text", "qwen3_next", "glm4_moe", "deepseek_v3",
+        "gemma3_text", "llama4_text", "qwen3_next", "glm4_moe", "deepseek_v3", "deepseek_v32",
     }
 )  # fmt: skip
 
@@ -85,7 +85,20 @@ def mla_attention(text: Fields) -> int:
     latent = hidden * (kv_lora + rope) + ((kv_lora + rope) if bias else 0) + kv_lora
     up = kv_lora * heads * (nope + value)
     out = heads * value * hidden + (hidden if bias else 0)
-    return query + latent + up + out
+    return query + latent + up + out + sparse_indexer(text)
+
+
+def sparse_indexer(text: Fields) -> int:
+    """DeepSeek V3.2's lightning indexer (vLLM's Indexer in deepseek_v2.py): wq_b from the
+    compressed query to its heads, wk and weights_proj from the hidden state, and k_norm, a
+    LayerNorm with weight and bias over one key."""
+    if text.optional_int("index_topk") is None:
+        return 0
+    hidden = text.whole("hidden_size")
+    heads = text.whole("index_n_heads")
+    width = text.whole("index_head_dim")
+    q_lora = text.whole("q_lora_rank")
+    return q_lora * heads * width + hidden * width + hidden * heads + 2 * width
 
 
 def linear_attention(text: Fields) -> int:
@@ -132,7 +145,7 @@ def moe_mlp(text: Fields, model_type: str) -> Counts:
         one = 3 * hidden * width
         router = hidden * experts
         shared = 0
-        if model_type in ("deepseek_v3", "glm4_moe"):
+        if model_type in ("deepseek_v3", "deepseek_v32", "glm4_moe"):
             router += experts  # e_score_correction_bias, saved in the checkpoint
             shared = 3 * hidden * width * text.whole("n_shared_experts", minimum=0)
         elif model_type == "qwen3_next":

@@ -18,7 +18,7 @@ LAYER_TYPES = {
     "linear_attention": "linear",
 }
 # Families whose every layer is DeepSeek's latent attention.
-MLA_TYPES = frozenset({"deepseek_v3"})
+MLA_TYPES = frozenset({"deepseek_v3", "deepseek_v32"})
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def moe_layers(text: Fields, model_type: str, layers: int) -> list[bool]:
     experts = expert_count(text)
     if not experts:
         return [False] * layers
-    if model_type == "deepseek_v3" or model_type == "glm4_moe":
+    if model_type in MLA_TYPES or model_type == "glm4_moe":
         first_dense = text.whole("first_k_dense_replace", minimum=0)
         every = text.optional_int("moe_layer_freq") or 1
         return [i >= first_dense and i % every == 0 for i in range(layers)]
@@ -117,6 +117,14 @@ def attention_runs(text: Fields, kinds: list[str]) -> list[LayerAttention]:
                 state_shape=state,
                 conv_state_shape=conv,
                 indexer_topk=text.optional_int("index_topk") if kind == "mla" else None,
+                indexer_head_dim=_indexer_head_dim(text) if kind == "mla" else None,
             )
         )
     return runs
+
+
+def _indexer_head_dim(text: Fields) -> int | None:
+    """DeepSeek V3.2's indexer keys, cached beside the latent (None: dense MLA)."""
+    if text.optional_int("index_topk") is None:
+        return None
+    return text.whole("index_head_dim")

@@ -129,6 +129,21 @@ class TestFamilies:
         # DeepseekV3Config defaults q_lora_rank to 1536, not to an uncompressed query.
         assert import_architecture(as_file(data)).q_lora_rank == 1536
 
+    def test_deepseek_v3_2_adds_its_sparse_indexer(self) -> None:
+        # DeepSeek-V3.2-Exp's config is V3's plus the indexer's fields and its own type.
+        data = config_dict("deepseek-ai__DeepSeek-V3") | {
+            "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
+            "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048,
+        }  # fmt: skip
+        arch = import_architecture(as_file(data))
+        assert arch.attention_layers is not None
+        (run,) = arch.attention_layers
+        assert (run.kind, run.indexer_topk, run.indexer_head_dim) == ("mla", 2048, 128)
+        # Per layer: wq_b 1536 x 64 x 128 = 12,582,912, wk 7168 x 128 = 917,504,
+        # weights_proj 7168 x 64 = 458,752, k_norm 2 x 128: 13,959,424, over 61 layers.
+        v3 = imported("deepseek-ai__DeepSeek-V3")
+        assert arch.total_params == v3.total_params + 61 * 13_959_424
+
     def test_kimi_k2_is_read_with_deepseek_v3s_class_as_vllm_does(self) -> None:
         arch = imported("moonshotai__Kimi-K2-Instruct")
         assert arch.attention == "mla" and arch.num_attention_heads == 64
@@ -183,6 +198,8 @@ def test_each_catalog_entry_agrees_with_its_config_json(key: str) -> None:
     entry = catalog.ARCHITECTURES[key]
     arch = imported(CATALOG_FIXTURES[key])
     assert {f: getattr(arch, f) for f in SHAPES} == {f: getattr(entry, f) for f in SHAPES}
+    if entry.attention_layers is not None:  # gpt-oss: its sliding and full runs
+        assert arch.attention_layers == entry.attention_layers
     # The catalog's totals are the published, rounded figures.
     assert arch.total_params == pytest.approx(entry.total_params, rel=0.01)
 
