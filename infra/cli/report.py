@@ -11,6 +11,7 @@ from rich.text import Text
 from infra.platform.plan import PlatformPlan
 from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF
 from serving.plan.accuracy import Phase, error_band
+from serving.plan.memory import MemoryBreakdown
 from serving.plan.planner import GroupPlan, Plan
 from serving.recommend.shortlist import Shortlist
 from serving.spec.loading import display_path
@@ -19,6 +20,14 @@ from serving.spec.profile import ModelSpec
 if TYPE_CHECKING:  # the Pulumi SDKs come with it; only `preview` needs them
     from infra.cli.init import Initialized
     from infra.deploy.preview import PreviewResult
+
+
+def _kv_per_token(mem: MemoryBreakdown) -> str:
+    """Growing layers' bytes a token, plus what windows and state hold a sequence, if any."""
+    text = f"{mem.kv_cache_bytes_per_token:,} B"
+    if mem.kv_cache_bytes_per_sequence:
+        text += f" + {mem.kv_cache_bytes_per_sequence / 2**20:,.0f} MiB / seq"
+    return text
 
 
 def _gib(value: int) -> str:
@@ -72,7 +81,7 @@ def _group_table(group: GroupPlan) -> Table:
             "nodes",
             f"{where.min_nodes}–{where.max_nodes}",
         ),
-        ("KV / token", f"{mem.kv_cache_bytes_per_token:,} B", "TTFT", _ms(est.ttft_s)),
+        ("KV / token", _kv_per_token(mem), "TTFT", _ms(est.ttft_s)),
         ("KV capacity", f"{mem.kv_capacity_tokens:,} tokens", "ITL (batch 1)", _ms(est.itl_s)),
         (
             "full-length seqs",

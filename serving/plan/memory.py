@@ -3,7 +3,8 @@
 `gpu_memory_utilization` of the board is usable. The weights as vLLM loads them take their part,
 the peak of vLLM's profiling run (one `max_num_batched_tokens` forward pass and one sampler pass
 over `max_num_seqs` FP32 logits) and the runtime's own buffers take theirs, and the rest is KV
-cache. Each term says where its size comes from; the published runs that pin the totals are in
+cache, laid out as vLLM's KV-cache manager lays it (`kv_cache`). Each term says where its size
+comes from; the published runs that pin the totals are in
 `tests/serving/plan/test_planner.py` (gpt-oss-120b at 131k on one H100 runs out of memory,
 Qwen3-32B at 32k on one 80 GB GPU serves).
 """
@@ -16,6 +17,7 @@ from pydantic import Field
 
 from serving.catalog import BYTES_PER_WEIGHT, BYTES_PER_WEIGHT_AS_LOADED, GIB
 from serving.frozen import Frozen
+from serving.plan import kv_cache
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
 
@@ -44,9 +46,21 @@ class MemoryBreakdown(Frozen):
     )
     runtime_overhead_bytes: int
     kv_cache_bytes: int = Field(description="What is left for KV cache (negative: does not fit).")
-    kv_cache_bytes_per_token: int = Field(description="KV cache of one token, whole model.")
+    kv_cache_bytes_per_token: int = Field(
+        description="Whole model: what each token of a sequence adds in the layers whose cache "
+        "grows with it (full attention, MLA), as vLLM allocates it."
+    )
+    kv_cache_bytes_per_sequence: int = Field(
+        description="Whole model: what one sequence of max_model_len holds in the layers whose "
+        "cache is capped or fixed (sliding and chunked windows, linear-attention state), as vLLM "
+        "allocates it, padding of its layer groups included."
+    )
     kv_cache_bytes_per_token_per_gpu: int
-    kv_capacity_tokens: int = Field(description="Tokens of KV cache one replica holds.")
+    kv_cache_blocks: int = Field(description="vLLM's KV-cache blocks on each GPU.")
+    kv_capacity_tokens: int = Field(
+        description="Tokens of context one replica holds: vLLM's 'GPU KV cache size', the "
+        "maximum concurrency times max_model_len, over its DP ranks."
+    )
     max_concurrent_sequences: int = Field(description="Sequences of max_model_len held at once.")
     fits: bool = Field(description="Weights plus KV for one max_model_len sequence fit.")
 
@@ -151,17 +165,21 @@ def memory(spec: ModelSpec, layout: Parallelism) -> MemoryBreakdown:
     activations = activation_bytes_per_gpu(spec, layout)
     overhead = runtime_overhead_bytes(layout)
     kv_free = usable - weights - activations - overhead
-    per_token_gpu = kv_bytes_per_token_per_gpu(spec, layout)
-    tokens_per_rank = max(0, kv_free // per_token_gpu)
+    per_gpu = kv_cache.layout(spec, layout)
+    whole = kv_cache.layout(spec, Parallelism())
+    blocks = per_gpu.num_blocks(kv_free)
+    concurrency = per_gpu.sequences(blocks, spec.max_model_len)
     return MemoryBreakdown(
         usable_bytes=usable,
         weights_bytes=weights,
         activation_bytes=activations,
         runtime_overhead_bytes=overhead,
         kv_cache_bytes=kv_free,
-        kv_cache_bytes_per_token=kv_bytes_per_token(spec),
-        kv_cache_bytes_per_token_per_gpu=per_token_gpu,
-        kv_capacity_tokens=tokens_per_rank * layout.data,
-        max_concurrent_sequences=(tokens_per_rank // spec.max_model_len) * layout.data,
-        fits=tokens_per_rank >= spec.max_model_len,
+        kv_cache_bytes_per_token=whole.bytes_per_token,
+        kv_cache_bytes_per_sequence=whole.bytes_per_sequence(spec.max_model_len),
+        kv_cache_bytes_per_token_per_gpu=per_gpu.bytes_per_token,
+        kv_cache_blocks=blocks,
+        kv_capacity_tokens=int(concurrency * spec.max_model_len) * layout.data,
+        max_concurrent_sequences=int(concurrency) * layout.data,
+        fits=concurrency >= 1,
     )

@@ -83,8 +83,11 @@ class TestMemory:
         assert memory.kv_cache_bytes == (
             usable - memory.weights_bytes - memory.activation_bytes - memory.runtime_overhead_bytes
         )
-        assert memory.kv_capacity_tokens == memory.kv_cache_bytes // 131_072
-        assert memory.max_concurrent_sequences == memory.kv_capacity_tokens // 8192
+        # Llama 3.1 8B: a 16-token block spans 32 layers x 2 x 8 KV heads x 128 x 2 bytes x 16
+        # = 2 MiB; a sequence of 8,192 tokens takes 512 blocks.
+        assert memory.kv_cache_blocks == memory.kv_cache_bytes // 2_097_152
+        assert memory.kv_capacity_tokens == int(memory.kv_cache_blocks / 512 * 8192)
+        assert memory.max_concurrent_sequences == memory.kv_cache_blocks // 512
 
     def test_lower_memory_utilization_leaves_less_kv_cache(self) -> None:
         full = plan(spec()).groups[0].memory
