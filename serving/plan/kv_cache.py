@@ -21,8 +21,9 @@ vllm/platforms/interface.py `_align_hybrid_block_size`, vllm/config/vllm.py):
   under 1.5 times the fewest; the last group of a kind padded), every group's i-th layer
   shares one pool, and num_blocks = memory // page // group_size; a sequence takes a block
   table per group.
-- The hybrid manager is off by default for models with chunked attention (Llama 4): vLLM then
-  caches the chunked layers as full attention.
+- vLLM 0.22 keeps the hybrid manager on for chunked attention (Llama 4):
+  VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1 (vllm/envs.py), so chunked
+  layers hold their window, not every token.
 
 Block sizes are the default attention backends' on CUDA: 16 tokens for FlashAttention,
 FlashInfer and Triton; for MLA 16 on Hopper (FlashAttention MLA, BF16 cache), 64 with an FP8
@@ -117,11 +118,12 @@ class KVCacheLayout:
         )
 
 
-def layout(spec: ModelSpec, parallelism: Parallelism) -> KVCacheLayout:
-    """The cache one GPU of `parallelism` holds for `spec`."""
-    specs = _layer_specs(spec, parallelism)
-    if _hybrid_manager_off(spec):  # vLLM then caches windowed layers as full attention
-        specs = [(LayerSpec("full", s.page_bytes, s.block_tokens), n) for s, n in specs]
+def layout(
+    spec: ModelSpec, parallelism: Parallelism, block_tokens: int = BLOCK_TOKENS
+) -> KVCacheLayout:
+    """The cache one GPU of `parallelism` holds for `spec`; `block_tokens` is the attention
+    backend's block (vLLM's CPU backend takes 128)."""
+    specs = _layer_specs(spec, parallelism, block_tokens)
     batched = spec.max_num_batched_tokens
     distinct = {s for s, _ in specs}
     one_block = len({s.block_tokens for s in distinct}) == 1
@@ -159,12 +161,6 @@ def _hybrid(specs: list[tuple[LayerSpec, int]], batched: int) -> KVCacheLayout:
     return KVCacheLayout(tuple(groups), page * size, batched)
 
 
-def _hybrid_manager_off(spec: ModelSpec) -> bool:
-    """vLLM 0.22 turns the hybrid manager off for chunked local attention (a latency
-    regression, config/vllm.py) unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE."""
-    return any(run.kind == "chunked" for run in _runs(spec))
-
-
 def _runs(spec: ModelSpec) -> list[LayerAttention]:
     """The layers by kind; an architecture without runs attends fully (or with MLA) in every
     layer, since Architecture requires runs wherever a layer's cache is bounded."""
@@ -189,7 +185,9 @@ def _mla_block_tokens(spec: ModelSpec, sparse: bool) -> int:
     return BLOCK_TOKENS
 
 
-def _layer_specs(spec: ModelSpec, parallelism: Parallelism) -> list[tuple[LayerSpec, int]]:
+def _layer_specs(
+    spec: ModelSpec, parallelism: Parallelism, block_tokens: int
+) -> list[tuple[LayerSpec, int]]:
     """(spec, layers on this GPU) per kind: layers split over pipeline stages (the first,
     fullest stage), KV heads and linear-attention heads over tensor-parallel ranks (a KV head
     is replicated once TP exceeds them), MLA's latent whole on every rank."""
@@ -197,9 +195,9 @@ def _layer_specs(spec: ModelSpec, parallelism: Parallelism) -> list[tuple[LayerS
     tp, dtype = parallelism.tensor, _kv_dtype_bytes(spec)
     hybrid_state = any(run.kind == "linear" for run in _runs(spec))
     attention_token = 2 * max(1, arch.num_kv_heads // tp) * arch.head_dim * dtype
-    attention_block = BLOCK_TOKENS
+    attention_block = block_tokens
     if hybrid_state:
-        attention_block = _attention_block_for_state(spec, tp, attention_token)
+        attention_block = _attention_block_for_state(spec, tp, attention_token, block_tokens)
     out: list[tuple[LayerSpec, int]] = []
     for run in _runs(spec):
         layers = math.ceil(run.layers / parallelism.pipeline)
@@ -241,8 +239,10 @@ def _linear_state_bytes(run: LayerAttention, tp: int) -> int:
     return (state + conv) * STATE_BYTES
 
 
-def _attention_block_for_state(spec: ModelSpec, tp: int, attention_token: int) -> int:
+def _attention_block_for_state(
+    spec: ModelSpec, tp: int, attention_token: int, alignment: int
+) -> int:
     """vLLM grows the attention block until its page holds one Mamba state, in steps of the
-    kernel's alignment (16 for FlashAttention)."""
+    larger of the kernel's smallest block and the configured one (16 for FlashAttention)."""
     state = max(_linear_state_bytes(r, tp) for r in _runs(spec) if r.kind == "linear")
-    return BLOCK_TOKENS * math.ceil(state / (BLOCK_TOKENS * attention_token))
+    return alignment * math.ceil(state / (alignment * attention_token))

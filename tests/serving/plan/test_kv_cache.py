@@ -70,9 +70,10 @@ WORKED = [
     # 12 sliding layers of 128: one group of 12, blocks of 12 x 16 x 2,048 = 393,216 bytes,
     # cdiv(min(127 + 8,192, 32,768), 16) + 1 = 521 of them.
     ("openai__gpt-oss-20b", 24_576, 521 * 393_216),
-    # Llama 4 Scout: chunked attention turns vLLM's hybrid manager off, so all 48 layers cache
-    # every token: 48 x 2 x 8 x 128 x 2.
-    ("meta-llama__Llama-4-Scout-17B-16E-Instruct", 196_608, 0),
+    # Llama 4 Scout: 12 full (NoPE) layers of 8 KV heads x 128 x 2 x 2 = 4,096 bytes: 49,152.
+    # 36 chunked layers of 8,192 tokens in groups of 12: 3 groups of 12 x 16 x 4,096 =
+    # 786,432-byte blocks, each holding cdiv(min(8,192 + 8,192, 32,768), 16) = 1,024 blocks.
+    ("meta-llama__Llama-4-Scout-17B-16E-Instruct", 49_152, 3 * 1024 * 786_432),
     # Qwen3-Next: 12 full layers of 2 KV heads x 256 x 2 x 2 = 2,048 bytes a token: 24,576.
     # A Gated DeltaNet state is (8,192 x 3 conv + 32 x 128 x 128) x 2 bytes = 1,097,728; vLLM
     # grows the attention block to 16 x cdiv(1,097,728, 16 x 2,048) = 544 tokens, a page of
