@@ -42,6 +42,13 @@ _MIN_BITS_PER_CHAR = 3.5
 # A Kubernetes label or taint key of words under a domain (`cloud.google.com/compute-class`, a
 # toleration's `key`): long and varied in letters, but words, not a generated key.
 _WORDS_UNDER_DOMAIN = re.compile(r"[a-z]+(\.[a-z]+)+/[a-z]+([-.][a-z]+)*")
+# A name as models and servestack's objects are named (`qwen3-30b-a3b-import`,
+# `deepseek-v3-2-exp`): short lowercase segments of letters and numbers, at least one of them a
+# word. A generated key has long segments, or segments that alternate letters and digits more
+# (a UUID's `f47ac10b`), or no word at all (`a1b2-c3d4-e5f6`).
+_NAME_SEGMENT = re.compile(r"[a-z0-9]{1,10}")
+_WORD = re.compile(r"[a-z]{3,}")
+_MAX_SEGMENT_RUNS = 4
 
 
 def looks_secret(name: str) -> bool:
@@ -61,7 +68,16 @@ def looks_random(text: str) -> bool:
         and not any(c.isspace() for c in text)
         and _bits_per_char(text) >= _MIN_BITS_PER_CHAR
         and not _WORDS_UNDER_DOMAIN.fullmatch(text)
+        and not _looks_like_a_name(text)
     )
+
+
+def _looks_like_a_name(text: str) -> bool:
+    segments = re.split(r"[-._]", text)
+    if len(segments) < 2 or not all(_NAME_SEGMENT.fullmatch(s) for s in segments):
+        return False
+    runs = [len(re.findall(r"[a-z]+|[0-9]+", s)) for s in segments]
+    return max(runs) <= _MAX_SEGMENT_RUNS and any(_WORD.search(s) for s in segments)
 
 
 def credential_in(value: str, name: str = "") -> str | None:

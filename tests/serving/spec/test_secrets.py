@@ -39,6 +39,23 @@ def test_a_label_key_of_words_is_no_secret_but_a_random_one_under_a_domain_is() 
     assert credential_in("cloud.google.com/q8Z2xR7mK4pW9vL3", "key") is not None
 
 
+@pytest.mark.parametrize(
+    ("value", "secret"),
+    [
+        ("qwen3-30b-a3b-import", False),  # an imported architecture's key is its served name
+        ("mixtral-8x7b-instruct-v0-1", False),
+        ("deepseek-v3-2-exp-import", False),
+        ("f47ac10b-58cc-4372-a567-0e02b2c3d479", True),  # a UUID: segments alternate, no word
+        ("a1b2-c3d4-e5f6-g7h8", True),  # short segments, but not one word among them
+        ("q8z2xr7mk4pw9vl3-serving", True),  # a segment longer than a name's
+    ],
+)
+def test_a_hyphenated_name_under_key_is_no_secret_but_a_generated_key_is(
+    value: str, secret: bool
+) -> None:
+    assert (credential_in(value, "key") is not None) is secret
+
+
 def test_a_credential_nested_anywhere_is_found_with_its_path() -> None:
     found = list(find_credentials({"a": [{"b": CREDENTIALS["Hugging Face"]}]}))
     assert found == [("a.0.b", "a Hugging Face token")]
