@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from importer_support import as_file, config_dict, fixture_file
+from importer_support import FIXTURES, as_file, config_dict, fixture_file
 from planner_support import spec
 
 from serving.catalog.importer import import_architecture
@@ -52,6 +52,18 @@ WORKED = [
     ("meta-llama__Llama-3.1-8B-Instruct", 131_072, 0),
     # 80 layers x 2 x 8 x 128 x 2.
     ("meta-llama__Llama-3.3-70B-Instruct", 327_680, 0),
+    # 28 layers x 2 x 4 KV heads x 128 x 2 (use_sliding_window false: no window).
+    ("Qwen__Qwen2.5-7B-Instruct", 57_344, 0),
+    # Qwen3 sets head_dim 128 whatever the width: 28, 36, 40, 64 layers x 2 x 8 x 128 x 2.
+    ("Qwen__Qwen3-0.6B", 114_688, 0),
+    ("Qwen__Qwen3-8B", 147_456, 0),
+    ("Qwen__Qwen3-14B", 163_840, 0),
+    ("Qwen__Qwen3-32B", 262_144, 0),
+    # Qwen3 MoE: 48 and 94 layers x 2 x 4 KV heads x 128 x 2.
+    ("Qwen__Qwen3-30B-A3B", 98_304, 0),
+    ("Qwen__Qwen3-235B-A22B", 192_512, 0),
+    # 32 layers x 2 x 8 x 128 x 2; its sliding_window is null.
+    ("mistralai__Mixtral-8x7B-Instruct-v0.1", 131_072, 0),
     # 40 layers x 2 x 8 x 128 x 2.
     ("mistralai__Mistral-Small-24B-Instruct-2501", 163_840, 0),
     # 40 layers x 2 x 10 KV heads x 128 x 2.
@@ -70,6 +82,9 @@ WORKED = [
     # 12 sliding layers of 128: one group of 12, blocks of 12 x 16 x 2,048 = 393,216 bytes,
     # cdiv(min(127 + 8,192, 32,768), 16) + 1 = 521 of them.
     ("openai__gpt-oss-20b", 24_576, 521 * 393_216),
+    # gpt-oss-120b: 18 full layers of 2,048 bytes a token: 36,864; 18 sliding layers in one
+    # group of 18 x 16 x 2,048 = 589,824-byte blocks, 521 of them.
+    ("openai__gpt-oss-120b", 36_864, 521 * 589_824),
     # Llama 4 Scout: 12 full (NoPE) layers of 8 KV heads x 128 x 2 x 2 = 4,096 bytes: 49,152.
     # 36 chunked layers of 8,192 tokens in groups of 12: 3 groups of 12 x 16 x 4,096 =
     # 786,432-byte blocks, each holding cdiv(min(8,192 + 8,192, 32,768), 16) = 1,024 blocks.
@@ -81,6 +96,10 @@ WORKED = [
     # each holding 2 pages (prefix caching's "align" mode) of 12 x 1,114,112 bytes.
     ("Qwen__Qwen3-Next-80B-A3B-Instruct", 24_576, 3 * 2 * 12 * 1_114_112),
 ]
+
+
+def test_every_stored_config_is_worked_by_hand() -> None:
+    assert {fixture for fixture, _, _ in WORKED} == set(FIXTURES)
 
 
 @pytest.mark.parametrize(("fixture", "per_token", "per_sequence"), WORKED)
