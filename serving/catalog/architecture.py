@@ -13,10 +13,20 @@ from pydantic import Field, model_validator
 from serving.catalog.attention import BOUNDED_KINDS, LayerAttention
 from serving.frozen import StrictFrozen
 
-WeightDtype = Literal["bf16", "fp8", "mxfp4"]
+WeightDtype = Literal["bf16", "fp8", "mxfp4", "int4"]
 
 # Bytes per weight. MXFP4 is 4-bit E2M1 values plus one 8-bit scale per 32 values: 4.25 bits.
+# INT4 (AWQ, GPTQ, compressed-tensors W4A16) is sized per group by `int4_bytes_per_weight`.
 BYTES_PER_WEIGHT: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
+# An INT4 group carries an FP16 scale and at most a 4-bit zero point; Marlin, which runs W4A16
+# in vLLM, repacks the weights without widening them.
+INT4_GROUP_OVERHEAD_BITS = 16 + 4
+
+
+def int4_bytes_per_weight(group_size: int) -> float:
+    return (4 + INT4_GROUP_OVERHEAD_BITS / group_size) / 8
+
+
 # Bounds far beyond any published model (the largest have about 2e12 parameters and 1e7-token
 # contexts) that keep an inline architecture's arithmetic finite.
 MAX_PARAMS = 1e15
@@ -67,6 +77,12 @@ class Architecture(StrictFrozen):
     weight_dtype: WeightDtype = Field(default="bf16", description="Dtype of the published weights.")
     expert_weight_dtype: WeightDtype | None = Field(
         default=None, description="Dtype of expert weights where it differs (gpt-oss: mxfp4)."
+    )
+    weight_group_size: int | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DIMENSION,
+        description="int4 weights: how many share one scale (quantization_config's group_size).",
     )
     attention: Literal["gqa", "mla"] = Field(
         default="gqa", description="gqa: grouped-query (MHA included); mla: DeepSeek's latent."
@@ -125,6 +141,8 @@ class Architecture(StrictFrozen):
             raise ValueError("dense_layers is for MoE models and must leave a layer with experts")
         if self.num_shared_experts and not self.is_moe:
             raise ValueError("num_shared_experts is for mixture-of-experts models")
+        if (self.weight_group_size is not None) != ("int4" in self._dtypes):
+            raise ValueError("int4 weights need weight_group_size, and only they take it")
         if self.attention_layers is not None:
             self._consistent_layers(self.attention_layers)
         elif self.sliding_window_layers:
@@ -145,6 +163,17 @@ class Architecture(StrictFrozen):
             )
         if any(run.kind == "mla" for run in runs) != (self.attention == "mla"):
             raise ValueError("attention 'mla' and mla attention_layers go together")
+
+    @property
+    def _dtypes(self) -> set[str]:
+        return {self.weight_dtype, self.expert_weight_dtype or self.weight_dtype}
+
+    def bytes_per_weight(self, dtype: str, as_loaded: bool = True) -> float:
+        """Bytes one weight of `dtype` takes in this checkpoint (as vLLM loads it)."""
+        if dtype == "int4":
+            assert self.weight_group_size is not None
+            return int4_bytes_per_weight(self.weight_group_size)
+        return (BYTES_PER_WEIGHT_AS_LOADED if as_loaded else BYTES_PER_WEIGHT)[dtype]
 
     @property
     def provenance(self) -> str:

@@ -15,7 +15,7 @@ import math
 
 from pydantic import Field
 
-from serving.catalog import BYTES_PER_WEIGHT, BYTES_PER_WEIGHT_AS_LOADED, GIB
+from serving.catalog import BYTES_PER_WEIGHT, GIB
 from serving.frozen import Frozen
 from serving.plan import kv_cache
 from serving.spec.parts import Parallelism
@@ -73,11 +73,10 @@ def weight_bytes(spec: ModelSpec, as_loaded: bool = True) -> tuple[float, float]
     MXFP4 on GPUs without FP4 tensor cores is more than their 4.25 bits.
     """
     arch = spec.architecture
-    per_weight = BYTES_PER_WEIGHT_AS_LOADED if as_loaded else BYTES_PER_WEIGHT
     embeddings = arch.embedding_params * BYTES_PER_WEIGHT["bf16"]
-    experts = arch.expert_params * per_weight[spec.expert_weights_dtype]
+    experts = arch.expert_params * arch.bytes_per_weight(spec.expert_weights_dtype, as_loaded)
     rest = arch.total_params - arch.embedding_params - arch.expert_params
-    return embeddings + rest * per_weight[spec.weights_dtype], experts
+    return embeddings + rest * arch.bytes_per_weight(spec.weights_dtype, as_loaded), experts
 
 
 def replicated_params(spec: ModelSpec) -> float:
@@ -98,7 +97,7 @@ def replicated_params(spec: ModelSpec) -> float:
 
 def replicated_weight_bytes(spec: ModelSpec) -> float:
     """Bytes of the replicated weights (`replicated_params`) as loaded."""
-    return replicated_params(spec) * BYTES_PER_WEIGHT_AS_LOADED[spec.weights_dtype]
+    return replicated_params(spec) * spec.architecture.bytes_per_weight(spec.weights_dtype)
 
 
 def dense_weight_bytes_per_gpu(spec: ModelSpec, layout: Parallelism) -> float:

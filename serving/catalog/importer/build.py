@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from serving.catalog.architecture import int4_bytes_per_weight
 from serving.catalog.attention import BOUNDED_KINDS
 from serving.catalog.importer.counting import (
     COUNTED_TYPES,
@@ -24,6 +25,7 @@ from serving.catalog.importer.layers import (
     layer_kinds,
     moe_layers,
 )
+from serving.catalog.importer.quantization import weight_dtypes
 from serving.catalog.importer.reading import Fields, JsonFile, check_shape_fields
 from serving.catalog.importer.upstream import check_served_by_vllm, transformers_config
 from serving.catalog.models import BYTES_PER_WEIGHT, Architecture
@@ -32,7 +34,6 @@ from serving.errors import ServestackError
 # torch dtypes a checkpoint may be published in that vLLM serves as 16-bit weights (its
 # `dtype=auto` serves float32 checkpoints in 16 bits too).
 SIXTEEN_BIT = {None, "bfloat16", "float16", "float32"}
-QUANTIZED = {"fp8": ("fp8", None), "mxfp4": ("bf16", "mxfp4")}
 
 
 def import_architecture(
@@ -68,14 +69,20 @@ def import_architecture(
     if isinstance(raw.get("vision_config"), dict):
         vision = Fields(values.vision_config, file, "vision_config.", raw["vision_config"])
         counts = counts + Counts(_vision_params(vision, text))
-    weight_dtype, expert_dtype = _dtypes(raw, file)
+    weight_dtype, expert_dtype, group = _dtypes(raw, file)
+    per_weight = {
+        dtype: int4_bytes_per_weight(group)
+        if dtype == "int4" and group
+        else BYTES_PER_WEIGHT[dtype]
+        for dtype in {weight_dtype, expert_dtype or weight_dtype}
+    }
     total = counts.total
     if index is not None:
         shape_bytes = (
             _embedding_params(text, top) * BYTES_PER_WEIGHT["bf16"]
             + (counts.total - _embedding_params(text, top) - counts.routed_experts)
-            * BYTES_PER_WEIGHT[weight_dtype]
-            + counts.routed_experts * BYTES_PER_WEIGHT[expert_dtype or weight_dtype]
+            * per_weight[weight_dtype]
+            + counts.routed_experts * per_weight[expert_dtype or weight_dtype]
         )
         sixteen_bit = "quantization_config" not in raw and _torch_dtype(raw) in SIXTEEN_BIT
         facts = read_index(index, sixteen_bit)
@@ -107,6 +114,7 @@ def import_architecture(
         "max_position_embeddings": text.whole("max_position_embeddings"),
         "weight_dtype": weight_dtype,
         "expert_weight_dtype": expert_dtype,
+        "weight_group_size": group,
         "attention": "mla" if mla else "gqa",
         "num_experts": experts,
         "experts_per_token": experts_per_token(text) if experts else 0,
@@ -171,22 +179,16 @@ def _torch_dtype(raw: dict[str, Any]) -> Any:
     return raw.get("torch_dtype", raw.get("dtype"))
 
 
-def _dtypes(raw: dict[str, Any], file: str) -> tuple[str, str | None]:
-    """(weights, experts) dtypes as published."""
+def _dtypes(raw: dict[str, Any], file: str) -> tuple[str, str | None, int | None]:
+    """(weights, experts) dtypes as published, and an int4 checkpoint's group size."""
     quantization = raw.get("quantization_config")
     if quantization is None:
         dtype = _torch_dtype(raw)
         if dtype not in SIXTEEN_BIT:
             raise ServestackError(
                 file, "torch_dtype", f"is {dtype!r}, not a dtype servestack sizes",
-                "use bfloat16, float16 or float32 weights, or an fp8 / mxfp4 checkpoint",
+                "use bfloat16, float16 or float32 weights, or a quantized checkpoint that "
+                "declares itself in quantization_config",
             )  # fmt: skip
-        return "bf16", None
-    method = quantization.get("quant_method") if isinstance(quantization, dict) else None
-    if method not in QUANTIZED:
-        raise ServestackError(
-            file, "quantization_config.quant_method",
-            f"is {method!r}; servestack sizes fp8 and mxfp4 checkpoints",
-            "use the model's BF16, FP8 or MXFP4 checkpoint, or a catalog architecture",
-        )  # fmt: skip
-    return QUANTIZED[method]
+        return "bf16", None, None
+    return weight_dtypes(quantization, file)

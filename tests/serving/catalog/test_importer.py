@@ -283,8 +283,9 @@ class TestRefusals:
         _refused(data, "model_type", "cannot yet count")
 
     def test_a_quantization_it_cannot_size(self) -> None:
-        data = _llama(quantization_config={"quant_method": "awq", "bits": 4})
-        _refused(data, "quantization_config.quant_method", "'awq'")
+        # More schemes, sized and refused: test_importer_quantization.py
+        data = _llama(quantization_config={"quant_method": "bitsandbytes", "load_in_4bit": True})
+        _refused(data, "quantization_config.quant_method", "'bitsandbytes'")
 
     def test_every_layer_windowed(self) -> None:
         data = config_dict("mistralai__Mistral-Small-24B-Instruct-2501")

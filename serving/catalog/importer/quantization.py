@@ -1,0 +1,98 @@
+"""What a checkpoint's `quantization_config` says its weights are, in the planner's dtypes.
+
+vLLM 0.22 picks its quantization method from this block itself (servestack passes none), so the
+planner only needs the bytes a weight takes and the math it runs in:
+
+- `fp8` (block-wise FP8, DeepSeek and Qwen's FP8 releases) and compressed-tensors whose weights
+  are 8-bit floats (W8A8 FP8, llm-compressor's FP8_DYNAMIC and FP8_BLOCK schemes): FP8.
+- `mxfp4` (gpt-oss): MXFP4 experts, the rest BF16.
+- `awq` and `gptq`, and compressed-tensors with 4-bit integer weights (W4A16, Kimi K2
+  Thinking's experts): int4 in groups of `group_size`, which vLLM runs through Marlin's W4A16
+  kernels (BF16 math).
+
+Anything else (INT8 W8A8, NVFP4, other bit widths, per-channel groups, mixed schemes) is refused
+with the field named.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from serving.errors import ServestackError
+
+# The planner's (weights, experts) dtypes per quantization method.
+DIRECT = {"fp8": ("fp8", None), "mxfp4": ("bf16", "mxfp4")}
+INT4_METHODS = ("awq", "gptq")
+MAX_GROUP = 1 << 20
+SIZED = "fp8, mxfp4, 4-bit awq and gptq, and compressed-tensors FP8 or W4A16"
+
+
+def weight_dtypes(quantization: Any, file: str) -> tuple[str, str | None, int | None]:
+    """(weights, experts, int4 group size) of a checkpoint whose config has `quantization`."""
+    method = quantization.get("quant_method") if isinstance(quantization, dict) else None
+    if method in DIRECT:
+        return (*DIRECT[method], None)
+    if method in INT4_METHODS:
+        assert isinstance(quantization, dict)
+        bits, size = quantization.get("bits"), quantization.get("group_size")
+        return "int4", None, _int4_group(bits, size, file, "")
+    if method == "compressed-tensors":
+        assert isinstance(quantization, dict)
+        dtype, group = _compressed_tensors(quantization, file)
+        return dtype, None, group
+    raise ServestackError(
+        file, "quantization_config.quant_method",
+        f"is {method!r}; servestack sizes {SIZED} checkpoints",
+        "use the model's BF16 checkpoint or one of those, or a catalog architecture",
+    )  # fmt: skip
+
+
+def _int4_group(bits: Any, group: Any, file: str, prefix: str) -> int:
+    if bits != 4:
+        raise ServestackError(
+            file, f"quantization_config.{prefix}bits", f"is {bits!r}; servestack sizes 4-bit "
+            "integer weights", "use the model's 4-bit, FP8 or BF16 checkpoint",
+        )  # fmt: skip
+    if isinstance(group, bool) or not isinstance(group, int) or not 0 < group <= MAX_GROUP:
+        raise ServestackError(
+            file, f"quantization_config.{prefix}group_size", f"is {group!r}; servestack sizes "
+            "4-bit weights quantized in groups (a positive group_size; not per channel)",
+            "use a checkpoint quantized in groups, e.g. group_size 128",
+        )  # fmt: skip
+    return group
+
+
+def _compressed_tensors(quantization: dict[str, Any], file: str) -> tuple[str, int | None]:
+    """compressed-tensors: every config group's weights must be one scheme."""
+    groups = quantization.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        raise ServestackError(
+            file, "quantization_config.config_groups", "is missing or empty",
+            "pass the checkpoint's published config.json",
+        )  # fmt: skip
+    schemes: set[tuple[str, int | None]] = set()
+    for name, group in groups.items():
+        weights = group.get("weights") if isinstance(group, dict) else None
+        field = f"config_groups.{name}.weights"
+        if not isinstance(weights, dict):
+            raise ServestackError(
+                file, f"quantization_config.{field}", "is missing",
+                "pass the checkpoint's published config.json",
+            )  # fmt: skip
+        kind, bits = weights.get("type"), weights.get("num_bits")
+        if kind == "float" and bits == 8:
+            schemes.add(("fp8", None))
+        elif kind == "int" and bits == 4:
+            schemes.add(("int4", _int4_group(bits, weights.get("group_size"), file, f"{field}.")))
+        else:
+            raise ServestackError(
+                file, f"quantization_config.{field}",
+                f"are {bits!r}-bit {kind!r} weights; servestack sizes {SIZED}",
+                "use the model's FP8, W4A16 or BF16 checkpoint",
+            )  # fmt: skip
+    if len(schemes) > 1:
+        raise ServestackError(
+            file, "quantization_config.config_groups", "mixes weight schemes or group sizes",
+            "use a checkpoint quantized with one scheme",
+        )  # fmt: skip
+    return schemes.pop()

@@ -1,0 +1,118 @@
+"""Quantized checkpoints declare themselves in `quantization_config`, not in their names: the
+importer reads each scheme vLLM 0.22 serves into the planner's dtypes, the planner weighs them
+so, and a scheme it does not size is refused with its field named."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from importer_support import as_file, config_dict
+from planner_support import spec
+
+from serving.catalog.importer import import_architecture
+from serving.errors import ServestackError
+from serving.plan.memory import weight_bytes
+
+LLAMA = "meta-llama__Llama-3.3-70B-Instruct"
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+
+
+def _compressed(kind: str, bits: int, **weights: Any) -> dict[str, Any]:
+    """A compressed-tensors block as llm-compressor writes it."""
+    return {
+        "quant_method": "compressed-tensors",
+        "format": "float-quantized" if kind == "float" else "pack-quantized",
+        "config_groups": {
+            "group_0": {
+                "targets": ["Linear"],
+                "weights": {"type": kind, "num_bits": bits, "symmetric": True} | weights,
+            }
+        },
+        "ignore": ["lm_head"],
+    }
+
+
+def _imported(quantization: dict[str, Any]) -> Any:
+    data = config_dict(LLAMA) | {"quantization_config": quantization}
+    return import_architecture(as_file(data))
+
+
+@pytest.mark.parametrize(
+    ("quantization", "dtype"),
+    [
+        (AWQ, "int4"),
+        (GPTQ, "int4"),
+        (_compressed("int", 4, strategy="group", group_size=128), "int4"),
+        (_compressed("float", 8, strategy="channel"), "fp8"),
+        (_compressed("float", 8, strategy="block", block_structure=[128, 128]), "fp8"),
+        ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8"),
+    ],
+    ids=["awq", "gptq", "w4a16", "fp8-dynamic", "fp8-block", "fp8"],
+)
+def test_each_scheme_reads_as_the_dtype_vllm_serves(
+    quantization: dict[str, Any], dtype: str
+) -> None:
+    arch = _imported(quantization)
+    assert (arch.weight_dtype, arch.expert_weight_dtype) == (dtype, None)
+
+
+def test_int4_weighs_4_bits_and_a_group_scale_and_zero() -> None:
+    arch = _imported(AWQ)
+    dense, experts = weight_bytes(spec(architecture=arch.model_dump(), source="org/awq"))
+    # Llama 3.3 70B: 70,553,706,496 parameters, 2 x 128,256 x 8,192 = 2,101,346,304 of them
+    # embeddings in BF16; the rest at 4 + 20 / 128 bits (an FP16 scale and a 4-bit zero point
+    # per group of 128).
+    assert arch.total_params == 70_553_706_496
+    rest = 70_553_706_496 - 2_101_346_304
+    assert dense == pytest.approx(2_101_346_304 * 2 + rest * 4.15625 / 8, rel=1e-12)
+    assert experts == 0
+
+
+def test_a_smaller_group_weighs_more_scales() -> None:
+    # Kimi K2 Thinking's W4A16 experts share a scale per 32 weights: 4 + 20 / 32 bits.
+    arch = _imported(_compressed("int", 4, strategy="group", group_size=32))
+    assert (arch.weight_dtype, arch.weight_group_size) == ("int4", 32)
+    assert arch.bytes_per_weight("int4") == 4.625 / 8
+
+
+def test_groups_of_two_sizes_are_one_scheme_too_many() -> None:
+    block = _compressed("int", 4, strategy="group", group_size=128)
+    block["config_groups"]["group_1"] = {
+        "targets": ["re:.*mlp.*"],
+        "weights": {"type": "int", "num_bits": 4, "strategy": "group", "group_size": 32},
+    }
+    with pytest.raises(ServestackError) as caught:
+        _imported(block)
+    assert caught.value.field == "quantization_config.config_groups"
+
+
+@pytest.mark.parametrize(
+    ("quantization", "field", "words"),
+    [
+        (AWQ | {"bits": 8}, "quantization_config.bits", "is 8"),
+        (GPTQ | {"group_size": -1}, "quantization_config.group_size", "not per channel"),
+        (
+            _compressed("int", 8, strategy="channel"),
+            "quantization_config.config_groups.group_0.weights",
+            "8-bit 'int' weights",
+        ),
+        (
+            _compressed("int", 4, strategy="channel"),
+            "quantization_config.config_groups.group_0.weights.group_size",
+            "in groups",
+        ),
+        ({"quant_method": "compressed-tensors"}, "quantization_config.config_groups", "missing"),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "quantization_config.quant_method",
+         "'modelopt'"),
+    ],
+    ids=["awq-8-bit", "gptq-per-channel", "int8-w8a8", "w4a16-per-channel", "no-groups", "nvfp4"],
+)  # fmt: skip
+def test_a_scheme_it_does_not_size_is_refused_with_its_field(
+    quantization: dict[str, Any], field: str, words: str
+) -> None:
+    with pytest.raises(ServestackError) as caught:
+        _imported(quantization)
+    assert caught.value.field == field, caught.value.render()
+    assert words in caught.value.render() and caught.value.fix
