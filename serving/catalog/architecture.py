@@ -135,8 +135,8 @@ class Architecture(StrictFrozen):
             raise ValueError("experts_per_token must be smaller than num_experts")
         if self.num_experts and self.active_params >= self.total_params:
             raise ValueError("a mixture-of-experts model has fewer active than total parameters")
-        if self.sliding_window_layers >= self.num_layers:
-            raise ValueError("sliding_window_layers must leave at least one full-attention layer")
+        if self.sliding_window_layers > self.num_layers:
+            raise ValueError("sliding_window_layers cannot exceed num_layers")
         if self.dense_layers and (not self.is_moe or self.dense_layers >= self.num_layers):
             raise ValueError("dense_layers is for MoE models and must leave a layer with experts")
         if self.num_shared_experts and not self.is_moe:
@@ -207,3 +207,10 @@ class Architecture(StrictFrozen):
     @property
     def full_attention_layers(self) -> int:
         return self.num_layers - self.sliding_window_layers
+
+    @property
+    def context_attention_layers(self) -> int:
+        """Layers the speed model lets attend over the whole context: the full ones, or every
+        layer of a model whose layers are all windowed (Mistral 7B v0.1, Phi-3 mini), whose
+        windows the planner's workloads rarely pass."""
+        return self.full_attention_layers or self.num_layers

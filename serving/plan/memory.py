@@ -117,8 +117,9 @@ def weight_bytes_per_gpu(spec: ModelSpec, layout: Parallelism) -> float:
 
 
 def kv_bytes_per_token(spec: ModelSpec) -> int:
-    """KV cache of one token over all layers: 2 x layers x KV heads x head dim (GQA), or
-    layers x (compressed KV rank + RoPE key) for MLA, which caches one latent per token."""
+    """What attention reads a token of context, for the speed model: 2 x layers x KV heads x
+    head dim (GQA), or layers x (compressed KV rank + RoPE key) for MLA, which caches one latent
+    per token. (What vLLM allocates, windows and state included, is `kv_cache`'s.)"""
     arch = spec.architecture
     dtype_bytes = 1 if spec.kv_cache_dtype == "fp8" else 2
     if arch.attention == "mla":
@@ -126,15 +127,15 @@ def kv_bytes_per_token(spec: ModelSpec) -> int:
         per_layer = arch.kv_lora_rank + arch.qk_rope_head_dim
     else:
         per_layer = 2 * arch.num_kv_heads * arch.head_dim
-    return arch.full_attention_layers * per_layer * dtype_bytes
+    return arch.context_attention_layers * per_layer * dtype_bytes
 
 
 def kv_bytes_per_token_per_gpu(spec: ModelSpec, layout: Parallelism) -> int:
     """Layers split over pipeline stages; GQA KV heads split over TP (replicated once TP exceeds
     them); the MLA latent is replicated on every TP rank."""
     arch = spec.architecture
-    layers_per_stage = math.ceil(arch.full_attention_layers / layout.pipeline)
-    per_layer = kv_bytes_per_token(spec) // arch.full_attention_layers
+    layers_per_stage = math.ceil(arch.context_attention_layers / layout.pipeline)
+    per_layer = kv_bytes_per_token(spec) // arch.context_attention_layers
     if arch.attention == "gqa":
         kv_heads_per_gpu = math.ceil(arch.num_kv_heads / layout.tensor)
         per_layer = per_layer * kv_heads_per_gpu // arch.num_kv_heads

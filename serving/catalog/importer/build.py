@@ -88,13 +88,6 @@ def import_architecture(
         facts = read_index(index, sixteen_bit)
         total = checked_total(facts, index, layers, counts.total, shape_bytes)
     bounded = sum(kind in BOUNDED_KINDS for kind in kinds)
-    if bounded == layers:
-        raise ServestackError(
-            file, f"{text.prefix}sliding_window",
-            "makes every layer a windowed one; the planner needs at least one full-attention "
-            "layer to size the KV cache", "set sliding_window: null if the model serves full "
-            "attention, or use a catalog architecture with --architecture",
-        )  # fmt: skip
     mla = model_type in MLA_TYPES
     experts = expert_count(text) if any(moe) else 0
     fields: dict[str, Any] = {

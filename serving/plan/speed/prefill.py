@@ -74,7 +74,7 @@ def _mla_context_flops(spec: ModelSpec, tokens: int) -> float:
     context_tokens = budget * chunks * (chunks - 1) / 2
     # kv_b_proj: kv_lora_rank -> heads x (no-RoPE key width + value width), both head_dim.
     per_token = 2 * arch.kv_lora_rank * arch.num_attention_heads * 2 * arch.head_dim
-    return context_tokens * per_token * arch.full_attention_layers
+    return context_tokens * per_token * arch.context_attention_layers
 
 
 def prefill_compute_s(spec: ModelSpec, layout: Parallelism, tokens: int) -> float:
@@ -84,7 +84,7 @@ def prefill_compute_s(spec: ModelSpec, layout: Parallelism, tokens: int) -> floa
     runs in BF16 whatever the weights' format: FP8 weights quantize the linear layers, not the
     query, key and value activations (vLLM's FlashAttention and FlashMLA prefill take BF16)."""
     arch = spec.architecture
-    attention_flops = 2 * tokens * tokens * _attention_width(spec) * arch.full_attention_layers
+    attention_flops = 2 * tokens * tokens * _attention_width(spec) * arch.context_attention_layers
     generation = spec.gpu.compute_capability[0]
     if arch.attention_sinks and generation < 9:
         efficiency = fitted.TRITON_ATTENTION_MFU

@@ -287,11 +287,6 @@ class TestRefusals:
         data = _llama(quantization_config={"quant_method": "bitsandbytes", "load_in_4bit": True})
         _refused(data, "quantization_config.quant_method", "'bitsandbytes'")
 
-    def test_every_layer_windowed(self) -> None:
-        data = config_dict("mistralai__Mistral-Small-24B-Instruct-2501")
-        del data["sliding_window"]  # MistralConfig's default: a 4096-token window everywhere
-        _refused(data, "sliding_window", "every layer a windowed one")
-
     def test_a_nested_field_is_named_with_its_parent(self) -> None:
         data = config_dict("google__gemma-3-4b-it")
         data["text_config"]["num_hidden_layers"] = "34"

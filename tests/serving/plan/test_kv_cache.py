@@ -123,6 +123,18 @@ def test_deepseek_v3_2_caches_the_indexers_keys_beside_the_latent() -> None:
     assert fp8.kv_cache_bytes_per_token == 48_068
 
 
+def test_a_model_whose_every_layer_is_windowed_holds_its_window() -> None:
+    # MistralConfig's default without the file's null: a 4,096-token window in all 40 layers
+    # (Mistral 7B v0.1 ships it so); vLLM caches them as one sliding group of 40 x 16 x 4,096
+    # = 2,621,440-byte blocks, cdiv(min(4,095 + 8,192, 32,768), 16) + 1 = 769 of them.
+    data = config_dict("mistralai__Mistral-Small-24B-Instruct-2501")
+    del data["sliding_window"]
+    arch = import_architecture(as_file(data)).model_dump()
+    mem = memory(_spec(arch), Parallelism(tensor=2))
+    assert (mem.kv_cache_bytes_per_token, mem.kv_cache_bytes_per_sequence) == (0, 769 * 2_621_440)
+    assert mem.fits
+
+
 def test_an_fp8_cache_halves_attention_and_moves_mla_to_flashmla_blocks() -> None:
     llama = memory(
         imported("meta-llama__Llama-3.1-8B-Instruct", kv_cache_dtype="fp8"), Parallelism()
