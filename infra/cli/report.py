@@ -44,7 +44,7 @@ def _usd(value: float | None) -> str:
 
 def _machine(name: str, gpus_per_node: int) -> str:
     text = f"{name} ({gpus_per_node} GPU/node)"
-    return text if MACHINE_TYPES[name].on_demand else text + ", Spot/Flex-start only"
+    return text if MACHINE_TYPES[name].on_demand else text + ", not sold on demand"
 
 
 def _group_table(group: GroupPlan) -> Table:

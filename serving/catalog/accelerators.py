@@ -40,6 +40,12 @@ class Accelerator(Frozen):
         description="NVLink bandwidth per GPU, one direction (half the bidirectional figure)."
     )
     compute_capability: tuple[int, int] = Field(description="CUDA compute capability.")
+    fp4_dense_flops: float | None = Field(
+        default=None,
+        description="Peak dense FP4 tensor-core FLOP/s (Blackwell); None where the GPU has no "
+        "FP4 math. Listed, not planned: no profile quantizes to FP4 (serving.catalog.fp4 says "
+        "what vLLM 0.22 runs in FP4 on which GPU).",
+    )
 
     @property
     def has_fp8_math(self) -> bool:
@@ -80,6 +86,28 @@ ACCELERATORS: dict[str, Accelerator] = {
             fp8_dense_flops=1_979e12,
             nvlink_bandwidth_bytes_per_s=450 * GB,
             compute_capability=(9, 0),
+        ),
+        # NVIDIA B200 as HGX B200 boards carry it (1,000 W), the GPU of GCP's A4: HBM3e at 8 TB/s,
+        # dense 2,250 TFLOP/s BF16, 4,500 FP8, 9,000 FP4 (twice that with 2:4 sparsity), NVLink 5
+        # at 1.8 TB/s bidirectional per GPU, compute capability 10.0 (sm_100). NVIDIA's HGX B200
+        # table as quoted by https://glennklockwood.com/garden/processors/B200 and by Vultr's
+        # B200 page https://docs.vultr.com/inference-cookbook/cuda/getting-started/hardware-overview
+        # (both read 2026-12-03). Memory: Vultr's nvidia-smi on HGX B200 shows 179 GB; GCP's
+        # machine catalog lists 184,320 MiB (180 GiB) for the B200 of a4-highgpu-8g (SkyPilot's
+        # catalogs/v8/gcp/vms.csv at 8427bbff). Planned at Vultr's 179 GiB (183,296 MiB), the lower
+        # of the two: the nvidia-smi total to the MiB was not found in a source read here.
+        Accelerator(
+            key="b200-180gb",
+            display_name="NVIDIA B200 180GB SXM",
+            product_name="NVIDIA B200",
+            ray_accelerator_type="B200",
+            memory_bytes=179 * 1024 * MIB,
+            hbm_bandwidth_bytes_per_s=8.0 * TB,
+            bf16_dense_flops=2_250e12,
+            fp8_dense_flops=4_500e12,
+            fp4_dense_flops=9_000e12,
+            nvlink_bandwidth_bytes_per_s=900 * GB,
+            compute_capability=(10, 0),
         ),
         # NVIDIA A100 datasheet (SXM4 80GB): HBM2e at 2,039 GB/s, 312 TFLOP/s dense BF16,
         # no FP8 tensor cores, NVLink 600 GB/s bidirectional.

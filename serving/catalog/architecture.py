@@ -31,8 +31,9 @@ def int4_bytes_per_weight(group_size: int) -> float:
 # contexts) that keep an inline architecture's arithmetic finite.
 MAX_PARAMS = 1e15
 MAX_DIMENSION = 100_000_000
-# Bytes per weight as vLLM holds them on the GPU. No GPU in the catalog has FP4 tensor cores, so
-# vLLM repacks MXFP4 experts into the padded layouts of its Marlin/Triton kernels: gpt-oss-120b
+# Bytes per weight as vLLM holds them on the GPU. Below Blackwell vLLM repacks MXFP4 experts into
+# the padded layouts of its Marlin/Triton kernels (on B200 the same size is assumed: see
+# serving.catalog.fp4): gpt-oss-120b
 # logs "Model loading took 65.9651 GiB" on an H100 (vLLM 0.10.1, Marlin;
 # https://github.com/vllm-project/vllm/issues/23278) and 64.38 GiB (vLLM 0.14.1, Triton;
 # https://github.com/vllm-project/vllm/issues/33155), against 59.8 GiB at 4.25 bits. The larger

@@ -13,9 +13,10 @@ https://github.com/skypilot-org/skypilot:
 https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs/v8/gcp/vms.csv,
 cross-checked with the older catalogs/v7/gcp/vms.csv of the same repository. Every zone below is
 listed there for every size of its series (a2-highgpu, a2-ultragpu, a3-highgpu-1g to -8g,
-a3-megagpu-8g, a3-ultragpu-8g); the check moved me-west1-b to me-west1-a for A2 Standard and added
-asia-southeast1-a (A2 Standard), us-east5-a (A2 Ultra), us-central1-b (A3 High, A3 Mega) and
-us-east4-c, asia-southeast1-c (A3 Mega). Google's own table,
+a3-megagpu-8g, a3-ultragpu-8g; a4-highgpu-8g as its version 8427bbff lists it, read 2026-12-03);
+the check moved me-west1-b to me-west1-a for A2 Standard and added asia-southeast1-a (A2
+Standard), us-east5-a (A2 Ultra), us-central1-b (A3 High, A3 Mega) and us-east4-c,
+asia-southeast1-c (A3 Mega). Google's own table,
 https://cloud.google.com/compute/docs/gpus/gpu-regions-zones, was not reachable to compare, and
 a zone that lists a machine type may still be out of capacity.
 
@@ -79,6 +80,20 @@ GPU_ZONES: dict[str, dict[str, tuple[str, ...]]] = {
         "us-central1": ("us-central1-b",),
         "europe-west1": ("europe-west1-b",),
         "asia-south1": ("asia-south1-b",),
+    },
+    # A4, B200: every zone catalogs/v8/gcp/vms.csv (at 8427bbff, read 2026-12-03) lists
+    # a4-highgpu-8g in.
+    "nvidia-b200": {
+        "us-central1": ("us-central1-b",),
+        "us-east1": ("us-east1-b",),
+        "us-east4": ("us-east4-b",),
+        "us-south1": ("us-south1-b",),
+        "us-west2": ("us-west2-c",),
+        "us-west3": ("us-west3-b", "us-west3-c"),
+        "europe-north1": ("europe-north1-b",),
+        "europe-west4": ("europe-west4-b",),
+        "asia-northeast1": ("asia-northeast1-b",),
+        "asia-southeast1": ("asia-southeast1-b",),
     },
 }
 

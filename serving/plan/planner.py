@@ -16,6 +16,7 @@ from serving.catalog import GIB
 from serving.frozen import Frozen
 from serving.plan.accuracy import error_band
 from serving.plan.collectives import ALLTOALL_LATENCY_S, alltoall_bytes_per_rank, alltoall_s
+from serving.plan.cost import replica_share
 from serving.plan.memory import (
     MemoryBreakdown,
     activation_bytes_per_gpu,
@@ -159,12 +160,8 @@ def plan(
         # caller asks about another target (the recommender's).
         target_s = spec.latency.itl_ms / 1e3 if itl_target_s is None else itl_target_s
         est = estimates(spec, machine, role, layout, mem, target_s, burst_requests)
-        node_price = (prices or {}).get(machine.name, machine.price_per_hour_usd)
-        replica_price = (
-            node_price / where.replicas_per_node
-            if where.replicas_per_node
-            else node_price * where.nodes_per_replica
-        )
+        node_price = machine.list_price(prices)
+        replica_price = replica_share(node_price, where)
         tokens_per_hour = est.output_tokens_per_s * 3600
         groups.append(
             GroupPlan(

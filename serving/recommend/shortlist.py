@@ -65,8 +65,7 @@ def shortlist(
 
 
 def _price(machine_type: str, prices: Mapping[str, float] | None) -> float:
-    listed = catalog.MACHINE_TYPES[machine_type].price_per_hour_usd
-    return (prices or {}).get(machine_type, listed)
+    return catalog.MACHINE_TYPES[machine_type].list_price(prices)
 
 
 def _cost(candidate: Candidate) -> float:

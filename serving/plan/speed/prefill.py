@@ -25,13 +25,22 @@ from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
 
 # Fraction of peak tensor-core FLOP/s reached by prefill, by compute capability major version
-# (both fitted: serving.plan.fitted says why Hopper's share is the smaller).
-PREFILL_MFU = {8: fitted.PREFILL_MFU_AMPERE, 9: fitted.PREFILL_MFU_HOPPER}
+# (both fitted: serving.plan.fitted says why Hopper's share is the smaller). Blackwell (10, B200)
+# takes Hopper's share: the calibration set holds no published vLLM run on a B200, so nothing
+# was fitted there and B200 estimates are extrapolations the measured error bands do not cover
+# (`UNFITTED_GENERATIONS`).
+PREFILL_MFU = {
+    8: fitted.PREFILL_MFU_AMPERE,
+    9: fitted.PREFILL_MFU_HOPPER,
+    10: fitted.PREFILL_MFU_HOPPER,
+}
 # Causal attention in prefill reaches less of the peak than the matmuls, and a smaller share of
 # Hopper's far larger peak than of Ampere's, by compute capability major version. Ampere:
 # FlashAttention-2 reaches 50-73% of A100 peak (Dao, "FlashAttention-2", 2023), taken at 0.6;
-# Hopper: fitted.
-ATTENTION_MFU = {8: 0.6, 9: fitted.ATTENTION_MFU_HOPPER}
+# Hopper: fitted; Blackwell: Hopper's, as above.
+ATTENTION_MFU = {8: 0.6, 9: fitted.ATTENTION_MFU_HOPPER, 10: fitted.ATTENTION_MFU_HOPPER}
+# Compute capability majors whose shares were not fitted on published runs of their own.
+UNFITTED_GENERATIONS = (10,)
 # A chat workload's prompts are not all of its mean length: ShareGPT's, which the published chat
 # runs replay, fall off from the shortest with a long tail (Kwon et al., "Efficient Memory
 # Management for Large Language Model Serving with PagedAttention", SOSP 2023, Fig. 11), which

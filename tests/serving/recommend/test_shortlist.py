@@ -7,6 +7,7 @@ import pytest
 from pack_support import pack_refusals
 
 from infra.platform.config import load_stack
+from serving.catalog import ARCHITECTURES
 from serving.recommend.ranking import candidate_spec, catalog_spec, recommend
 from serving.recommend.shortlist import MAX_SHOWN, TOP_FEW, shortlist
 from serving.spec.profile import ModelSpec
@@ -36,10 +37,15 @@ def test_the_shipped_70b_shows_at_most_ten_rows_none_refused_by_the_pack(
 
 
 def test_every_near_tie_is_shown_and_the_top_few_at_least(shipped_70b: ModelSpec) -> None:
-    ranked = recommend(catalog_spec("qwen3-30b-a3b"), ITL, TTFT)
+    # The first catalog model whose ranking holds near-ties (which one does moves with the
+    # machine catalog's prices).
+    ranked = next(
+        found
+        for found in (recommend(catalog_spec(key), ITL, TTFT) for key in sorted(ARCHITECTURES))
+        if sum(c.tie for c in found) >= 2
+    )
     answer = shortlist(ranked, ITL, TTFT)
     ties = [c for c in ranked if c.tie]
-    assert ties
     assert all(c in answer.shown for c in ties[: MAX_SHOWN - 1])
     in_running = [c for c in ranked if c.meets_targets]
     assert len(answer.shown) >= min(TOP_FEW, len(in_running))
