@@ -9,7 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from infra.platform.plan import PlatformPlan
-from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF
+from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF, SPOT_PRICES_AS_OF
+from serving.catalog.consumption import ConsumptionMode
 from serving.plan.accuracy import Phase, error_band
 from serving.plan.memory import MemoryBreakdown
 from serving.plan.planner import GroupPlan, Plan
@@ -28,6 +29,14 @@ def _kv_per_token(mem: MemoryBreakdown) -> str:
     if mem.kv_cache_bytes_per_sequence:
         text += f" + {mem.kv_cache_bytes_per_sequence / 2**20:,.0f} MiB / seq"
     return text
+
+
+# The recommendation's $/M columns beside the list rate's, per way of obtaining nodes.
+_MODE_COLUMNS: tuple[tuple[ConsumptionMode, str], ...] = (("spot", "Spot"), ("flex_start", "flex"))
+
+
+def _sold_on_demand(machine_type: str) -> bool:
+    return MACHINE_TYPES[machine_type].on_demand
 
 
 def _gib(value: int) -> str:
@@ -191,18 +200,30 @@ def print_recommendation(
             f"{spec.workload.input_tokens}/{spec.workload.output_tokens} tokens)"
         )
     )
-    for column in ("#", "machine", "layout", "GPUs", "$/M tok", "TTFT", "ITL", "tok/s", "why"):
+    # One cost column: the list rate's, then each mode some row has a price for (the catalog
+    # lists no flex-start price, so today: Spot).
+    modes = [
+        mode
+        for mode, _ in _MODE_COLUMNS
+        if any(c.usd_per_million_by_mode.get(mode) for c in answer.shown)
+    ]
+    cost_header = "$/M tok" + "".join(f"/{name}" for mode, name in _MODE_COLUMNS if mode in modes)
+    for column in ("#", "machine", "layout", "GPUs", cost_header, "TTFT", "ITL", "tok/s"):
         table.add_column(column, overflow="fold")
+    table.add_column("why", overflow="fold")
     for candidate in answer.shown:
         reason = candidate.reason
         if candidate.refused_by is not None:
             reason = f"refused [{candidate.refused_by}]: {reason}"
+        by_mode = candidate.usd_per_million_by_mode
         table.add_row(
             f"{candidate.rank}=" if candidate.tie else str(candidate.rank),
-            candidate.machine_type,
+            candidate.machine_type
+            + ("" if MACHINE_TYPES[candidate.machine_type].on_demand else "*"),
             candidate.layout,
             str(candidate.gpus_per_replica),
-            _usd(candidate.usd_per_million_output_tokens),
+            _usd(candidate.usd_per_million_output_tokens)
+            + "".join(f"/{_usd(by_mode.get(mode))}" for mode in modes),
             _ms(candidate.ttft_s),
             _ms(candidate.itl_at_batch_s),
             f"{candidate.output_tokens_per_s:,.0f}",
@@ -213,6 +234,15 @@ def print_recommendation(
         console.print(table)
     if answer.not_shown:
         console.print(answer.not_shown, style="dim", highlight=False)
+    console.print(
+        f"$/M tok: at the list rate machine types are ranked by ({PRICES_AS_OF} on-demand list; "
+        "* marks a type GCP does not sell on demand, ranked at its SKUs' on-demand rate), which "
+        "is also what a reservation's nodes bill at; /Spot: $/M at Spot prices of "
+        f"{SPOT_PRICES_AS_OF}; flex-start has no published price in the catalog. "
+        "servestack:prices overrides a type (<type>) or one way (<type>:<mode>).",
+        style="dim",
+        highlight=False,
+    )
     band = error_band(spec.architecture.is_moe, "saturation")
     console.print(
         f"$/M tok follows the throughput estimate, whose measured error for "

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from serving import catalog
 from serving.catalog.consumption import (
     CALENDAR_RESERVATION_MAX_DAYS,
+    CONSUMPTION_MODES,
     FLEX_START_MAX_RUN_S,
     FLEX_START_MIN_RUN_S,
     ConsumptionMode,
@@ -112,7 +113,7 @@ class CapacityStep(StrictFrozen):
         raise AssertionError("validated to hold one mode")
 
 
-_MODES: tuple[ConsumptionMode, ...] = ("reservation", "flex_start", "spot", "on_demand")
+_MODES = CONSUMPTION_MODES
 # The options a chain's steps replace on its pool.
 _CHAIN_REPLACES = (
     "spot", "flex_start", "queued_provisioning", "reservation_affinity", "reservations",

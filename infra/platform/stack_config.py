@@ -17,6 +17,7 @@ from pydantic import Field, Strict, field_validator, model_validator
 from infra.kube.disruption import WeightsCache
 from infra.platform.capacity_config import GpuPoolOptions
 from serving import catalog
+from serving.catalog.consumption import CONSUMPTION_MODES
 from serving.catalog.ray_release import DEFAULT_RAY_IMAGE, RAY_FLOOR, image_ray_version
 from serving.errors import FixableValueError
 from serving.frozen import Frozen, StrictFrozen
@@ -77,7 +78,9 @@ class StackConfig(StrictFrozen):
     )
     prices: dict[str, float] = Field(
         default_factory=dict,
-        description="USD per node-hour by machine type, overriding the catalog's list prices.",
+        description="USD per node-hour overriding the catalog's prices: <machine type> for its "
+        "list (and reservation) rate, <machine type>:<mode> for one way of obtaining nodes "
+        "(spot, flex_start, reservation, on_demand).",
     )
     gpu_pools: dict[str, GpuPoolOptions] = Field(
         default_factory=dict,
@@ -292,10 +295,21 @@ class StackConfig(StrictFrozen):
     @field_validator("prices")
     @classmethod
     def _known_machines(cls, prices: dict[str, float]) -> dict[str, float]:
-        for name, price in prices.items():
-            catalog.machine_type(name)
+        for key, price in prices.items():
+            name, _, mode = key.partition(":")
+            try:
+                catalog.machine_type(name)
+            except FixableValueError as exc:
+                raise FixableValueError(exc.problem, exc.fix, field=key) from None
+            if mode and mode not in CONSUMPTION_MODES:
+                raise FixableValueError(
+                    f"'{mode}' is not a way of obtaining nodes",
+                    f"write {name} (the list and reservation rate) or {name}:<mode>, <mode> one "
+                    f"of {', '.join(CONSUMPTION_MODES)}",
+                    field=key,
+                )
             if price <= 0:
-                raise ValueError(f"price for {name} must be positive")
+                raise ValueError(f"price for {key} must be positive")
         return prices
 
     @field_validator("gpu_pools")

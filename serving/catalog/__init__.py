@@ -14,6 +14,8 @@ from serving.catalog.machines import (
     MACHINE_TYPES,
     NODE_POOLS_ATTACH_GPU_NETWORK,
     PRICES_AS_OF,
+    SPOT_PRICES_AS_OF,
+    SPOT_PRICES_SOURCE,
     MachineType,
     machines_for,
 )
@@ -70,6 +72,8 @@ __all__ = [
     "MACHINE_TYPES",
     "NODE_POOLS_ATTACH_GPU_NETWORK",
     "PRICES_AS_OF",
+    "SPOT_PRICES_AS_OF",
+    "SPOT_PRICES_SOURCE",
     "Accelerator",
     "Architecture",
     "Capacity",

@@ -20,6 +20,7 @@ from typing import Literal
 
 # The steps of a capacity chain, in the words of the stack file.
 ConsumptionMode = Literal["reservation", "flex_start", "spot", "on_demand"]
+CONSUMPTION_MODES: tuple[ConsumptionMode, ...] = ("reservation", "flex_start", "spot", "on_demand")
 
 # A flex-start VM lives at most seven days; GKE then reclaims it.
 FLEX_START_MAX_RUN_S = 7 * 24 * 3600

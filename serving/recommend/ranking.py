@@ -16,8 +16,10 @@ from pydantic import Field
 
 from serving import catalog
 from serving.catalog import NODE_POOLS_ATTACH_GPU_NETWORK, MachineType
+from serving.catalog.consumption import CONSUMPTION_MODES, ConsumptionMode
 from serving.frozen import Frozen
 from serving.plan.accuracy import error_band
+from serving.plan.cost import usd_per_million_on
 from serving.plan.planner import Plan, plan
 from serving.plan.rules import valid_tensor_sizes
 from serving.spec.parts import DEFAULT_ITL_TARGET_MS, DEFAULT_TTFT_TARGET_MS, Parallelism
@@ -57,6 +59,12 @@ class Candidate(Frozen):
         default=None,
         description="The planner's error verdict on this layout (the policy pack refuses it by "
         "the same verdict), e.g. 'needless-span'.",
+    )
+    usd_per_million_by_mode: dict[ConsumptionMode, float | None] = Field(
+        default_factory=dict,
+        description="$ per million output tokens with the nodes obtained each way (on_demand, "
+        "spot, flex_start, reservation); None where the machine type is not sold so or no "
+        "price is known.",
     )
 
 
@@ -173,9 +181,23 @@ def recommend(
                 refused_by=next(
                     (v.code for v in item.plan.verdicts if v.severity == "error"), None
                 ),
+                usd_per_million_by_mode=by_mode(item.plan, item.machine, prices),
             )
         )
     return candidates
+
+
+def by_mode(
+    planned: Plan, machine: MachineType, prices: Mapping[str, float] | None = None
+) -> dict[ConsumptionMode, float | None]:
+    """$ per million output tokens of `planned` on `machine`, each way of obtaining its nodes:
+    None where GCP does not sell the type that way or no price is known."""
+    costs: dict[ConsumptionMode, float | None] = {}
+    for mode in CONSUMPTION_MODES:
+        price = machine.price_for(mode, prices)
+        sold = mode != "on_demand" or machine.on_demand
+        costs[mode] = usd_per_million_on(planned, machine, price) if price and sold else None
+    return costs
 
 
 def candidate_spec(spec: ModelSpec, candidate: Candidate) -> ModelSpec:

@@ -1,6 +1,6 @@
 """What `plan --recommend` shows first: the answer (the winner, why it won, what would change
-it) and a short list of candidates — the top few and every near-tie — with the rest counted
-rather than printed.
+it) and a short list of candidates — the top few, every near-tie and the cheapest layout of
+each other GPU — with the rest counted rather than printed.
 
 A layout the planner refuses is never offered: the policy pack's topology policies report the
 planner's own verdicts, so a refused layout is one the pack would refuse too. Such layouts, and
@@ -47,6 +47,7 @@ def shortlist(
         winner: Candidate | None = in_running[0]
         ties = sum(1 for c in in_running if c.tie)
         shown = in_running[: min(MAX_SHOWN, max(TOP_FEW, 1 + ties))]
+        shown = _with_every_gpu(shown, in_running)
         why = (
             f"the cheapest per million output tokens of the {len(in_running)} layouts that meet "
             f"{targets}, out of {len(ranked)} planned"
@@ -62,6 +63,18 @@ def shortlist(
     if show_all:
         return Shortlist(winner, list(ranked), why, changes)
     return Shortlist(winner, shown, why, changes, _not_shown(ranked, shown))
+
+
+def _with_every_gpu(shown: list[Candidate], in_running: list[Candidate]) -> list[Candidate]:
+    """The rows to show plus, for every GPU none of them runs on, its cheapest layout: a team
+    that cannot obtain the winner's GPU sees what each other GPU costs."""
+    gpus = {c.accelerator for c in shown}
+    extra = []
+    for candidate in in_running:
+        if candidate.accelerator not in gpus:
+            gpus.add(candidate.accelerator)
+            extra.append(candidate)
+    return sorted(shown + extra, key=lambda c: c.rank)
 
 
 def _price(machine_type: str, prices: Mapping[str, float] | None) -> float:

@@ -136,4 +136,64 @@ def test_recommend_leads_with_its_answer_and_shows_at_most_ten_rows(pristine: Pa
     assert len(listed) == len(json.loads(run(
         pristine, "plan", "prod", "--recommend", "llama-3.3-70b-fp8", "--json"
     ).stdout))  # fmt: skip
-    assert "refused [" in every.stdout
+    # The reason may wrap inside its cell: "refused" and the rule's code in brackets.
+    assert "refused" in every.stdout and "[needless-span]" in every.stdout
+
+
+# --- B200 beside H100 and H200, with prices per way of obtaining nodes ---------------------
+
+
+def test_the_shipped_70b_fp8_ranks_b200_beside_h100_and_h200(
+    recommended: list[dict[str, Any]],
+) -> None:
+    in_running = [c for c in recommended if _STILL_IN_THE_RUNNING.match(c["reason"])]
+    assert {"b200-180gb", "h200-141gb", "h100-80gb"} <= {c["accelerator"] for c in in_running}
+
+
+def test_each_candidates_spot_cost_follows_its_spot_price(
+    recommended: list[dict[str, Any]],
+) -> None:
+    """Cost per token is linear in the node price: Spot / list, per machine type."""
+    from serving import catalog
+
+    for candidate in recommended:
+        machine = catalog.MACHINE_TYPES[candidate["machine_type"]]
+        modes = candidate["usd_per_million_by_mode"]
+        listed = candidate["usd_per_million_output_tokens"]
+        if listed is None:
+            continue
+        assert modes["spot"] == pytest.approx(
+            listed * machine.spot_price_per_hour_usd / machine.price_per_hour_usd
+        )
+        assert modes["reservation"] == pytest.approx(listed)
+        # Not sold on demand (A4, A3 High's small sizes): no on-demand cost; no flex price known.
+        assert (modes["on_demand"] is None) == (not machine.on_demand)
+        assert modes["flex_start"] is None
+
+
+def test_the_short_list_shows_every_gpus_cheapest_layout_with_its_spot_cost(
+    pristine: Path,
+) -> None:
+    result = run(pristine, "plan", "prod", "--recommend", "llama-3.3-70b-fp8")
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    shown = {row.split("│")[2].strip().rstrip("*") for row in rows if row.split("│")[2].strip()}
+    assert {"a4-highgpu-8g", "a3-ultragpu-8g"} <= shown
+    assert any(name.startswith("a3-highgpu") for name in shown)
+    assert "/Spot: $/M at Spot prices" in " ".join(result.stdout.split())
+    assert "a4-highgpu-8g*" in result.stdout
+    assert "does not sell on demand" in " ".join(result.stdout.split())
+
+
+def test_a_price_for_one_mode_moves_only_that_column(pristine: Path) -> None:
+    stack = load_stack("prod", pristine)
+    spec = stack.profiles["llama-3.3-70b-fp8"]
+    before = {(c.machine_type, c.layout): c for c in recommend(spec, 0.05, 2.0)}
+    after = recommend(spec, 0.05, 2.0, {"a4-highgpu-8g:spot": 16.305})
+    for candidate in after:
+        old = before[(candidate.machine_type, candidate.layout)]
+        assert candidate.usd_per_million_output_tokens == old.usd_per_million_output_tokens
+        if candidate.machine_type == "a4-highgpu-8g" and old.usd_per_million_by_mode["spot"]:
+            assert candidate.usd_per_million_by_mode["spot"] == pytest.approx(
+                old.usd_per_million_by_mode["spot"] / 2
+            )
