@@ -28,6 +28,8 @@ from infra.cli.common import (
     positive_ms,
 )
 from infra.cli.render import check_out_dir, render_model
+from infra.cli.report_chains import print_chain_costs
+from infra.platform.chain_costs import chain_costs
 from infra.platform.config import load_stack
 from infra.platform.plan import compile_model, plan_platform, stack_model_objects
 from infra.platform.stack_config import DEFAULT_STACK
@@ -101,11 +103,19 @@ def plan_command(
         else list(loaded.profiles.values())
     )
     plans = [plan(spec, prices) for spec in specs]
+    chains = [chain_costs(loaded, model_plan) for model_plan in plans]
     if as_json:
-        print(json.dumps({"stack": stack, "plans": [p.model_dump() for p in plans]}, indent=2))
+        document = {
+            "stack": stack,
+            "plans": [p.model_dump() for p in plans],
+            "chains": [c.model_dump() for c in chains if c is not None],
+        }
+        print(json.dumps(document, indent=2))
     else:
-        for spec, model_plan in zip(specs, plans, strict=True):
+        for spec, model_plan, chain in zip(specs, plans, chains, strict=True):
             report.print_plan(console, spec, model_plan)
+            if chain is not None:
+                print_chain_costs(console, chain)
     if not all(p.ok for p in plans):
         raise typer.Exit(1)
 

@@ -23,12 +23,19 @@ def replica_share(node_price: float, where: Placement) -> float:
     return node_price * where.nodes_per_replica
 
 
-def usd_per_million_on(plan: Plan, machine: MachineType, node_price: float) -> float | None:
+def usd_per_million_on(
+    plan: Plan, machine: MachineType, node_price: float, replacing: str | None = None
+) -> float | None:
     """$ per million output tokens of `plan`'s serving unit (one replica of each group) on
-    `machine` nodes at `node_price` USD per node-hour; None where the plan serves nothing."""
+    `machine` nodes at `node_price` USD per node-hour; None where the plan serves nothing.
+    With `replacing`, only the groups planned on that machine type move to `machine`; the
+    others keep their planned share."""
     if not plan.output_tokens_per_s:
         return None
-    unit_price = sum(
-        replica_share(node_price, placement(machine, group.replica_group)) for group in plan.groups
-    )
+    unit_price = 0.0
+    for group in plan.groups:
+        if replacing is not None and group.placement.machine_type != replacing:
+            unit_price += group.cost.price_per_hour_usd
+        else:
+            unit_price += replica_share(node_price, placement(machine, group.replica_group))
     return unit_price / (plan.output_tokens_per_s * 3600) * 1e6
