@@ -27,9 +27,15 @@ from serving.catalog.consumption import (
     FLEX_START_MAX_RUN_S,
     compact_refusal,
     flex_start_refusal,
+    reservation_refusal,
     run_limit_refusal,
 )
-from serving.compile.scheduling import NODE_SURGE, RESERVED_NODES_LABEL
+from serving.compile.scheduling import (
+    NODE_SURGE,
+    RESERVATION_MACHINE_LABEL,
+    RESERVATION_ZONE_LABEL,
+    RESERVED_NODES_LABEL,
+)
 from serving.plan.rules.step_holds_layout import step_cannot_hold
 
 # --- upgrade room -------------------------------------------------------------------------
@@ -80,6 +86,7 @@ def _consumption(resources: list[Any], config: Mapping[str, Any]) -> Iterator[st
     ]
     for pool in views(resources, NODE_POOL, NodePoolView):
         machine = str(pool.machine_type)
+        yield from _reservation_matches(pool, machine)
         if pool.compact:
             refusal = compact_refusal(
                 machine, zones=len(pool.zones), flex_start=pool.flex_start, queued=pool.queued
@@ -117,6 +124,28 @@ def _consumption(resources: list[Any], config: Mapping[str, Any]) -> Iterator[st
                         yield f"{service.name} ({deployment.role}): {pool.name}: {refusal}"
 
 
+def _reservation_matches(pool: NodePoolView, machine: str) -> Iterator[str]:
+    """A chain step bound to a specific reservation takes its nodes from VMs of its own type
+    in its own zone: the reservation's type and zone, as the stack declared them, ride on the
+    pool's labels."""
+    if pool.reservation_affinity != "SPECIFIC_RESERVATION" or pool.compute_class is None:
+        return
+    labels = pool.resource_labels
+    reserved_machine = labels.get(RESERVATION_MACHINE_LABEL)
+    reserved_zone = labels.get(RESERVATION_ZONE_LABEL)
+    if not reserved_machine or not reserved_zone or not pool.reservation_names:
+        yield (
+            f"{pool.name}: a step bound to a specific reservation says neither which "
+            "reservation nor what it holds, so no one can check GKE will take nodes from it"
+        )
+        return
+    refusal = reservation_refusal(
+        pool.reservation_names[0], reserved_machine, reserved_zone, machine, pool.zones
+    )
+    if refusal is not None:
+        yield f"{pool.name}: {refusal}"
+
+
 NODE_POOL_POLICIES = [
     stack_policy(
         "stack-nodepool-upgrade-room",
@@ -131,7 +160,8 @@ NODE_POOL_POLICIES = [
         "Every GPU pool asks GKE for what it provisions: compact placement in one zone, never "
         "with queued provisioning and with flex-start only where GKE offers it; flex-start with "
         "auto-repair off, no reservation and no Spot, its run limit no shorter than a "
-        "maintenance exclusion; every capacity step able to hold its workers.",
+        "maintenance exclusion; a reservation step of the machine type and zone its "
+        "reservation holds; every capacity step able to hold its workers.",
         "Let `servestack preview` build the pools from servestack:gpu_pools.<type>.capacity "
         "(the same rules refuse the stack there, naming the step and a fix).",
         _consumption,

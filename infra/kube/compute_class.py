@@ -35,6 +35,7 @@ class ClassStep:
     reservation_affinity: str = "specific"
     max_run_s: int | None = None
     driver_version: str = "LATEST"
+    reservation_zone: str | None = None
 
 
 def compute_class_name(machine_type: str) -> str:
@@ -76,6 +77,9 @@ def _priority(step: ClassStep) -> dict[str, Any]:
         if step.reservation is not None:
             reservations["specific"] = [{"name": step.reservation}]
         priority |= {"spot": False, "reservations": reservations}
+        if step.reservation_zone is not None:
+            # A reservation holds VMs in one zone: the step's nodes come from there.
+            priority["location"] = {"zones": [step.reservation_zone]}
     elif step.mode == "flex_start":
         priority |= {"flexStart": {"enabled": True}}
         if step.max_run_s is not None:

@@ -42,6 +42,17 @@ class ReservationStep(StrictFrozen):
         description=f"A calendar-mode reservation (up to {CALENDAR_RESERVATION_MAX_DAYS} days): "
         "its nodes go when it ends, so a later step must follow.",
     )
+    machine_type: str | None = Field(
+        default=None,
+        description="The machine type the reservation holds (gcloud compute reservations "
+        "describe); required for affinity: specific, and must be the step's.",
+    )
+    zone: str | None = Field(
+        default=None,
+        pattern=r"^[a-z]+-[a-z]+[0-9]+-[a-z]$",
+        description="The zone the reservation lies in; required for affinity: specific. The "
+        "step's pool lies there (by default) and nowhere else.",
+    )
 
     @model_validator(mode="after")
     def _named(self) -> ReservationStep:
@@ -51,12 +62,27 @@ class ReservationStep(StrictFrozen):
                 "add name: <reservation> (gcloud compute reservations list), or use affinity: any",
                 field="name",
             )
-        if self.affinity == "any" and (self.name is not None or self.calendar):
+        if self.affinity == "any" and (
+            self.name is not None or self.calendar or self.machine_type or self.zone
+        ):
             raise FixableValueError(
                 "affinity: any takes whatever reservation matches, so it names none",
-                "drop name and calendar, or use affinity: specific",
+                "drop name, calendar, machine_type and zone, or use affinity: specific",
                 field="affinity",
             )
+        if self.affinity == "specific" and (self.machine_type is None or self.zone is None):
+            raise FixableValueError(
+                f"the reservation '{self.name}' must say what it holds, or no one can check "
+                "that its step takes nodes from it",
+                f"add machine_type and zone as `gcloud compute reservations describe {self.name}` "
+                "gives them",
+                field="machine_type" if self.machine_type is None else "zone",
+            )
+        if self.machine_type is not None:
+            try:
+                catalog.machine_type(self.machine_type)
+            except FixableValueError as exc:
+                raise FixableValueError(exc.problem, exc.fix, field="machine_type") from None
         return self
 
 

@@ -174,6 +174,7 @@ def _compute_classes(pools: tuple[GpuPoolSpec, ...]) -> list[dict[str, Any]]:
                 reservation_affinity=pool.reservation_affinity,
                 max_run_s=pool.max_run_duration_s,
                 driver_version=pool.gpu_driver_version,
+                reservation_zone=pool.reservation_zone,
             )
         )
     return [compute_class(name, chain) for name, chain in steps.items()]

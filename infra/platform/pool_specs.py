@@ -106,6 +106,12 @@ class GpuPoolSpec(GpuPoolOptions):
     max_run_duration_s: int | None = Field(
         default=None, description="Flex-start: how long a node lives before GKE reclaims it."
     )
+    reservation_machine_type: str | None = Field(
+        default=None, description="A chain step's specific reservation: the type it holds."
+    )
+    reservation_zone: str | None = Field(
+        default=None, description="A chain step's specific reservation: the zone it lies in."
+    )
     class_min_nodes: int = Field(
         default=0,
         ge=0,

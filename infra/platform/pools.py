@@ -16,7 +16,11 @@ from infra.platform.pool_specs import GpuPoolSpec
 from infra.platform.specs import ClusterSpec
 from infra.platform.stack_config import NAMESPACE
 from serving import catalog
-from serving.catalog.consumption import compact_refusal, run_limit_refusal
+from serving.catalog.consumption import (
+    compact_refusal,
+    reservation_refusal,
+    run_limit_refusal,
+)
 from serving.compile.compiler import CompiledModel
 from serving.compile.scheduling import NODE_SURGE
 from serving.errors import ProfileValidationError, ServestackError
@@ -139,7 +143,10 @@ def gpu_pools_of(
                 "compute_class": name, "chain_of": machine_type, "chain_step": index,
                 "max_run_duration_s": flex.max_run_duration_s if flex else None,
                 "class_min_nodes": demand.min_nodes, "min_nodes": 0,
+                "reservation_machine_type": reservation.machine_type if reservation else None,
+                "reservation_zone": reservation.zone if reservation else None,
             },
+            default_zones=[reservation.zone] if reservation and reservation.zone else None,
         )  # fmt: skip
         if judge_layouts:
             _check_step(pool, cluster, source, f"{key}.{index}")
@@ -149,6 +156,18 @@ def gpu_pools_of(
 
 def _check_step(pool: GpuPoolSpec, cluster: ClusterSpec, source: str, key: str) -> None:
     """What GKE will not provision of one chain step, in the pack's words."""
+    if pool.reservation_machine_type and pool.reservation_zone and pool.reservations:
+        refusal = reservation_refusal(
+            pool.reservations[0], pool.reservation_machine_type, pool.reservation_zone,
+            pool.machine_type, pool.zones,
+        )  # fmt: skip
+        if refusal is not None:
+            raise ServestackError(
+                source, f"{key}.reservation", refusal,
+                f"give the step the reservation's machine type and zone (machine_type: "
+                f"{pool.reservation_machine_type}, zones: [{pool.reservation_zone}]), or name "
+                f"a reservation of {pool.machine_type} in {', '.join(pool.zones)}",
+            )  # fmt: skip
     if pool.compact:
         refusal = compact_refusal(
             pool.machine_type,
@@ -186,6 +205,7 @@ def _gpu_pool(
     *,
     key_prefix: str | None = None,
     chain: dict[str, Any] | None = None,
+    default_zones: list[str] | None = None,
 ) -> GpuPoolSpec:
     options = options or GpuPoolOptions()
     prefix = key_prefix or f"{NAMESPACE}:gpu_pools.{machine_type}."
@@ -223,6 +243,9 @@ def _gpu_pool(
         )  # fmt: skip
     if options.zones:
         zones = list(options.zones)
+    elif default_zones:
+        # A reservation step's pool lies where its reservation does.
+        zones = list(default_zones)
     elif cluster.cluster_zone:
         zones = [cluster.cluster_zone]
     else:

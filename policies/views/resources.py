@@ -143,6 +143,10 @@ class NodePoolView(ResourceView):
         return self.node.text("reservationAffinity.consumeReservationType")
 
     @property
+    def reservation_names(self) -> list[str]:
+        return [str(name) for name in self.node.items("reservationAffinity.values")]
+
+    @property
     def resource_labels(self) -> dict[str, str]:
         return self.node.labels("resourceLabels")
 

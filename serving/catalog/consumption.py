@@ -9,7 +9,11 @@ runs at most seven days, `maxRunDurationSeconds` defaulting to that); the precon
 Google's cluster toolkit, modules/compute/gke-node-pool/main.tf of
 https://github.com/GoogleCloudPlatform/cluster-toolkit at 01a7a3ed5019e338698853212f16b5d9e2d02d78
 (COMPACT needs a single zone, no blue-green upgrade and no queued provisioning; flex-start needs
-auto_repair false, consume_reservation_type NO_RESERVATION and spot false). That COMPACT with
+auto_repair false, consume_reservation_type NO_RESERVATION and spot false); that a
+reservation holds VMs of one machine type in one zone and GKE consumes it only for matching
+nodes is from GKE's consuming-reservations page
+(https://cloud.google.com/kubernetes-engine/docs/how-to/consuming-reservations, "Consuming
+reserved zonal resources", read 2026-12-03). That COMPACT with
 flex-start is offered only on A3 Ultra, A4 and H4D is from the project's design notes (GKE's
 compact placement page); the toolkit version read here does not encode it yet.
 """
@@ -89,3 +93,23 @@ def run_limit_refusal(
         f"{exclusion_s / 86400:g} days, but flex-start {machine_type} nodes live at most "
         f"{max_run_s / 86400:g} days: GKE reclaims them inside the window"
     )
+
+
+def reservation_refusal(
+    name: str, reserved_machine: str, reserved_zone: str, machine_type: str, zones: list[str]
+) -> str | None:
+    """Why a step bound to the specific reservation `name` (which holds `reserved_machine` VMs
+    in `reserved_zone`) can never take a node from it as a pool of `machine_type` in `zones`, or
+    None. A reservation holds VMs of one machine type in one zone; GKE consumes it only for a
+    node of that type in that zone, and a pool bound to it specifically creates no other node."""
+    if reserved_machine != machine_type:
+        return (
+            f"the reservation '{name}' holds {reserved_machine} VMs, but its step's pool is "
+            f"{machine_type}: GKE would never take a node from it"
+        )
+    if zones != [reserved_zone]:
+        return (
+            f"the reservation '{name}' lies in {reserved_zone}, but its step's pool is in "
+            f"{', '.join(zones)}: GKE consumes it only for nodes in {reserved_zone}"
+        )
+    return None

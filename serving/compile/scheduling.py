@@ -30,6 +30,10 @@ GPU_TAINT_EFFECT = "NO_SCHEDULE"
 GPU_RESOURCE = "nvidia.com/gpu"
 # A GCE label on a GPU pool bound to specific reservations: the VMs they hold.
 RESERVED_NODES_LABEL = "servestack-reserved-nodes"
+# What a chain step's specific reservation holds, as the stack declares it, riding on the pool
+# for the policy pack (which never sees the reservation itself).
+RESERVATION_MACHINE_LABEL = "servestack-reservation-machine-type"
+RESERVATION_ZONE_LABEL = "servestack-reservation-zone"
 # GPU pools upgrade by surging one node, never taking a serving node away first.
 NODE_SURGE = 1
 # GKE gives a preempted Spot VM 30 s of graceful node shutdown by default: the first 15 s for

@@ -52,6 +52,8 @@ REFUSED_BY = {
     "compact-flex-start-on-a3-high": "stack-nodepool-consumption",
     "capacity-step-too-small": "stack-nodepool-consumption",
     "flex-start-outlives-exclusion": "stack-nodepool-consumption",
+    "reservation-of-another-machine-type": "stack-nodepool-consumption",
+    "reservation-in-another-zone": "stack-nodepool-consumption",
 }
 
 

@@ -27,6 +27,8 @@ from serving.compile.scheduling import (
     MACHINE_TYPE_LABEL,
     NODE_SURGE,
     POOL_LABEL,
+    RESERVATION_MACHINE_LABEL,
+    RESERVATION_ZONE_LABEL,
     RESERVED_NODES_LABEL,
     SPOT_CRITICAL_PODS_S,
     SYSTEM_POOL,
@@ -92,6 +94,20 @@ _SURGE_UPGRADE = gcp.container.NodePoolUpgradeSettingsArgs(
 # The autoscaler owns the node count once the pool exists; GKE would replace the whole pool
 # (every serving node at once) for a changed initial count.
 _AUTOSCALER_OWNS_SIZE = ["initialNodeCount"]
+
+
+def _resource_labels(spec: GpuPoolSpec) -> dict[str, str] | None:
+    """What the policy pack checks a pool's reservations against rides on the pool as GCE
+    labels (it never sees the reservation itself): the VMs they hold, and for a chain step's
+    specific reservation its machine type and zone as the stack declares them."""
+    labels = {}
+    if spec.reserved_nodes is not None:
+        labels[RESERVED_NODES_LABEL] = str(spec.reserved_nodes)
+    if spec.reservation_machine_type is not None:
+        labels[RESERVATION_MACHINE_LABEL] = spec.reservation_machine_type
+    if spec.reservation_zone is not None:
+        labels[RESERVATION_ZONE_LABEL] = spec.reservation_zone
+    return labels or None
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -196,13 +212,7 @@ class GpuNodePool(pulumi.ComponentResource):
                     key=RESERVATION_NAME_KEY if spec.reservations else None,
                     values=list(spec.reservations) or None,
                 ),
-                # The reservations' VM count rides on the pool, for the policy pack to check
-                # the pool's upgrade room against (it never sees the reservation itself).
-                resource_labels=(
-                    {RESERVED_NODES_LABEL: str(spec.reserved_nodes)}
-                    if spec.reserved_nodes is not None
-                    else None
-                ),
+                resource_labels=_resource_labels(spec),
                 **_hardened(args.service_account),
             ),
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=_AUTOSCALER_OWNS_SIZE),

@@ -63,8 +63,10 @@ class TestTheComputeClass:
         spec = resource.inputs["spec"]
         base = {"machineType": "a3-ultragpu-8g", "gpu": H200}
         reserved = {"affinity": "Specific", "specific": [{"name": "h200-serving"}]}
+        # The reservation's zone, as the stack declares it, is where its step's nodes come from.
+        where = {"location": {"zones": ["us-central1-b"]}}
         assert spec["priorities"] == [
-            base | {"spot": False, "reservations": reserved},
+            base | {"spot": False, "reservations": reserved} | where,
             base | {"flexStart": {"enabled": True}, "maxRunDurationSeconds": 604800},
             base | {"spot": True, "reservations": {"affinity": "None"}},
             base | {"spot": False, "reservations": {"affinity": "None"}},
@@ -119,6 +121,11 @@ class TestItsNodePools:
             "key": "compute.googleapis.com/reservation-name",
             "values": ["h200-serving"],
         }
+        # What the reservation holds rides on the pool for the pack to check.
+        assert reservation["resourceLabels"] == {
+            "servestack-reservation-machine-type": "a3-ultragpu-8g",
+            "servestack-reservation-zone": "us-central1-b",
+        }
         flex = pools["servestack-a3-ultragpu-8g-1-flex-start-pool"]
         assert flex["nodeConfig"]["flexStart"] is True
         assert flex["nodeConfig"]["maxRunDuration"] == "604800s"
@@ -171,6 +178,18 @@ def negative_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "the maintenance exclusion 'launch-freeze' keeps nodes as they are for 14 days, but "
             "flex-start a3-ultragpu-8g nodes live at most 7 days",
         ),
+        (
+            "reservation-of-another-machine-type",
+            "servestack:gpu_pools.a3-ultragpu-8g.capacity.0.reservation",
+            "the reservation 'h100-training' holds a3-megagpu-8g VMs, but its step's pool is "
+            "a3-ultragpu-8g",
+        ),
+        (
+            "reservation-in-another-zone",
+            "servestack:gpu_pools.a3-highgpu-8g.capacity.0.reservation",
+            "the reservation 'h100-serving' lies in us-central1-c, but its step's pool is in "
+            "us-central1-a",
+        ),
     ],
 )
 def test_the_plan_refuses_a_chain_gke_will_not_provision(
@@ -190,7 +209,26 @@ def test_the_plan_refuses_a_chain_gke_will_not_provision(
         ([{"reservation": {"affinity": "specific"}}, {"on_demand": {}}], "name", "needs its name"),
         ([{"flex_start": {"max_run_duration_s": 700000}}], "max_run_duration_s", "604800"),
         ([{"on_demand": {}}, {"on_demand": {}}], "capacity.1", "repeats an earlier step"),
-        ([{"reservation": {"name": "r", "calendar": True}}], "capacity.0", "calendar-mode"),
+        (
+            [
+                {
+                    "reservation": {
+                        "name": "r",
+                        "calendar": True,
+                        "machine_type": "a3-ultragpu-8g",
+                        "zone": "us-central1-b",
+                    }
+                }
+            ],
+            "capacity.0",
+            "calendar-mode",
+        ),
+        ([{"reservation": {"name": "r"}}, {"on_demand": {}}], "machine_type", "what it holds"),
+        (
+            [{"reservation": {"name": "r", "machine_type": "a3-ultragpu-8g"}}, {"on_demand": {}}],
+            "zone",
+            "gcloud compute reservations describe r",
+        ),
     ],
 )
 def test_a_bad_chain_is_refused_naming_its_key(
