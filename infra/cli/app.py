@@ -184,6 +184,7 @@ def pools_command(
             provisioning=pool.provisioning,
             node_selector=pool.node_selector,
             way=pool.way,
+            quota=[{"metric": metric, "gpus": gpus} for metric, gpus in pool.quota],
         )
     print(json.dumps(document, indent=2))
 

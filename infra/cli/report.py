@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from infra.cli.report_chains import print_quota
 from infra.platform.plan import PlatformPlan
 from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF, SPOT_PRICES_AS_OF
 from serving.catalog.consumption import ConsumptionMode
@@ -322,6 +323,7 @@ def print_platform(console: Console, platform: PlatformPlan) -> None:
             f"{pool.max_nodes - pool.upgrade_room_nodes} at max_replicas + "
             f"{pool.upgrade_room_nodes} for a RayService upgrade's new cluster{reserved}"
         )
+    print_quota(console, platform)
     print_pod_fits(console, platform)
 
 

@@ -1,5 +1,6 @@
 """The capacity chain a model is served through, step by step, with what each step costs
-(`servestack plan`); the JSON output carries the same figures."""
+(`servestack plan`), and the quota each GPU pool's way of obtaining nodes needs (`servestack
+pools`); the JSON output carries the same figures."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infra.platform.chain_costs import ChainCost
+from infra.platform.plan import PlatformPlan
 from serving.catalog import PRICES_AS_OF, SPOT_PRICES_AS_OF
 
 
@@ -47,3 +49,20 @@ def print_chain_costs(console: Console, chain: ChainCost) -> None:
         style="dim",
         highlight=False,
     )
+
+
+def print_quota(console: Console, platform: PlatformPlan) -> None:
+    """Per GPU pool (each chain step is one), the quota metrics its nodes count against and the
+    GPUs it may hold at its maximum, to check before `pulumi up`."""
+    region = platform.cluster.region
+    console.print(f"GPU quota to check in {region} before `pulumi up` (GPUs at each pool's max):")
+    for pool in platform.gpu_pools:
+        where = (
+            f"{pool.chain_of} step {pool.chain_step + 1}" if pool.chain_step is not None else "gpu"
+        )
+        (regional, gpus), (global_metric, _) = pool.quota
+        console.print(
+            f"  {where}, {pool.way} on {pool.machine_type}: {regional} >= {gpus} "
+            f"(and the global {global_metric})",
+            highlight=False,
+        )

@@ -17,6 +17,7 @@ from infra.platform.capacity_config import GpuPoolOptions
 from serving import catalog
 from serving.catalog import MachineType
 from serving.catalog.consumption import ConsumptionMode, compact_refusal, flex_start_refusal
+from serving.catalog.quota import GLOBAL_GPU_QUOTA, gpu_quota_metric
 from serving.compile.scheduling import COMPUTE_CLASS_LABEL, gpu_node_selector
 from serving.errors import FixableValueError
 from serving.frozen import Frozen
@@ -304,6 +305,15 @@ class GpuPoolSpec(GpuPoolOptions):
         if self.mode == "flex_start" and self.max_run_duration_s is not None:
             return f"flex-start (nodes live {self.max_run_duration_s / 86400:g} days)"
         return self.provisioning
+
+    @property
+    def quota(self) -> list[tuple[str, int]]:
+        """The quota metrics (in the pool's region, then global) its nodes count against, and
+        the GPUs it may hold at its maximum: any step of a chain may be the one with room."""
+        gpus = self.max_nodes * self.machine.gpus_per_node
+        accelerator = self.machine.gke_accelerator
+        regional = gpu_quota_metric(accelerator, self.mode, queued=self.queued_provisioning)
+        return [(regional, gpus), (GLOBAL_GPU_QUOTA, gpus)]
 
     @property
     def kept_nodes(self) -> int:

@@ -370,6 +370,7 @@ def test_pools_json_carries_the_platform_plan(repo: Path, stack: str) -> None:
             provisioning=spec.provisioning,
             node_selector=spec.node_selector,
             way=spec.way,
+            quota=[{"metric": metric, "gpus": gpus} for metric, gpus in spec.quota],
         )
     assert printed == expected
 
