@@ -13,7 +13,6 @@ prefix caches that hold fewer system prompts than the workload has.
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ from serving.local.bench.runner import (
     running_variant,
     variant_spec,
 )
-from serving.local.bench.stats import RequestResult, WorkloadReport, summarize
+from serving.local.bench.stats import Pair, RequestResult, WorkloadReport, summarize
 from serving.local.bench.workloads import (
     SHARED_PREFIX_WORKLOADS,
     Workload,
@@ -168,22 +167,25 @@ def lost_hits(
     return {why: tokens_lost / total for why, tokens_lost in lost.items()} if total else {}
 
 
-def router_ratios(
-    reports: Sequence[WorkloadReport], power_two: str, sent_history: str
-) -> dict[str, float]:
+def precise_pairs(power_two: str, sent_history: str) -> dict[str, Pair]:
     """The precise router against power of two and against the sent-history router."""
+    return {
+        f"{workload}: precise router/{label}, requests/s": Pair(
+            (PRECISE, workload), (other, workload)
+        )
+        for workload in SHARED_PREFIX_WORKLOADS
+        for label, other in (("power of two", power_two), ("sent-history router", sent_history))
+    }
+
+
+def router_figures(reports: Sequence[WorkloadReport]) -> dict[str, float]:
+    """The precise router's hit rate and its busiest over idlest replica's requests."""
     by = {(r.variant, r.workload): r for r in reports}
     found: dict[str, float] = {}
     for workload in SHARED_PREFIX_WORKLOADS:
         precise = by.get((PRECISE, workload))
         if precise is None:
             continue
-        for label, other in (("power of two", power_two), ("sent-history router", sent_history)):
-            base = by.get((other, workload))
-            if base is not None and base.requests_per_s:
-                found[f"{workload}: precise router/{label}, requests/s"] = (
-                    precise.requests_per_s / base.requests_per_s
-                )
         found[f"{workload}: precise router cache hit rate (vLLM)"] = precise.cache_hit_rate
         if precise.busiest_over_idlest is not None:
             found[f"{workload}: precise router busiest/idlest replica"] = (
@@ -242,6 +244,7 @@ def run_routers(
     log_dir: Path,
     progress: RunProgress = QUIET,
     tokens: Callable[[dict[str, Any]], list[int]] | None = None,
+    repetition: int = 0,
 ) -> list[WorkloadReport]:
     """The variant's shared-prompt workloads one after the other on one start of the real
     engine (each start takes minutes on two cores). Every router meets the same sequence, the
@@ -249,7 +252,7 @@ def run_routers(
     engine's `tokens`, the precise router's reports say why it missed ideal placement's hits
     (the other routers' replicas are not named, so where a prompt lived is not known)."""
     replicas = variant.replicas or replicas
-    log_path = log_dir / f"{variant.name.replace('/', '_')}.log"
+    log_path = log_dir / f"{variant.name.replace('/', '_')}-{repetition}.log"
     reports = []
     requests = sum(workloads[name].requests for name in variant.workloads)
     both = " then ".join(variant.workloads)
@@ -263,19 +266,19 @@ def run_routers(
             name="decode-heavy", input_tokens=8, output_tokens=4,
             requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
         )  # fmt: skip
-        asyncio.run(run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS))
+        run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS)
         progress.ready()
         for name in variant.workloads:
             workload = workloads[name]
-            results, duration = asyncio.run(
-                run_load(
-                    endpoint,
-                    build_requests(workload, spec.name),
-                    workload.concurrency,
-                    progress.request_done,
-                )
+            results, duration, isolation = run_load(
+                endpoint,
+                build_requests(workload, spec.name),
+                workload.concurrency,
+                progress.request_done,
             )
-            report = summarize(variant.name, name, results, duration, replicas)
+            report = summarize(variant.name, name, results, duration, replicas).model_copy(
+                update={"repetition": repetition, "load_generator": isolation}
+            )
             if tokens is not None and variant.name == PRECISE:
                 lost = lost_hits(workload, spec.name, tokens, results)
                 report = report.model_copy(update={"lost_hits": lost})

@@ -25,9 +25,9 @@ from typing import Any
 
 from serving.compile.compiler import compile
 from serving.compile.patterns import llm_configs_of
-from serving.local.bench.prefix import precise_variant, router_ratios
+from serving.local.bench.prefix import precise_pairs, precise_variant, router_figures
 from serving.local.bench.runner import Variant, VariantStartError
-from serving.local.bench.stats import WorkloadReport
+from serving.local.bench.stats import Pair, WorkloadReport, pair_ratios
 from serving.local.bench.workloads import SHARED_PREFIX_WORKLOADS
 from serving.local.engine.tiny_models import tiny_model
 from serving.local.runtime import cleanup, places
@@ -64,32 +64,37 @@ def vllm_variants() -> list[Variant]:
     ]  # fmt: skip
 
 
+def vllm_pairs() -> dict[str, Pair]:
+    """The real engine's comparisons: the paths against bare vLLM and each other on one engine;
+    the routers on two replicas."""
+    pairs = {
+        "decode-heavy: fast path/bare vLLM, requests/s": Pair(
+            (FAST_ONE, "decode-heavy"), (BARE, "decode-heavy")
+        ),
+        "decode-heavy: fast paths off/bare vLLM, requests/s": Pair(
+            (SLOW_ONE, "decode-heavy"), (BARE, "decode-heavy")
+        ),
+        "decode-heavy: fast paths on/off, requests/s": Pair(
+            (FAST_ONE, "decode-heavy"), (SLOW_ONE, "decode-heavy")
+        ),
+    }
+    for workload in SHARED_PREFIX_WORKLOADS:
+        pairs[f"{workload}: servestack router/power of two, requests/s"] = Pair(
+            (SERVESTACK, workload), (POWER_TWO, workload)
+        )
+    return pairs | precise_pairs(POWER_TWO, SERVESTACK)
+
+
 def vllm_ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
     by = {(r.variant, r.workload): r for r in reports}
-    found: dict[str, float] = {}
-    pairs = {
-        "decode-heavy: fast path/bare vLLM, requests/s": (FAST_ONE, BARE),
-        "decode-heavy: fast paths off/bare vLLM, requests/s": (SLOW_ONE, BARE),
-        "decode-heavy: fast paths on/off, requests/s": (FAST_ONE, SLOW_ONE),
-    }
-    for key, (a, b) in pairs.items():
-        top, bottom = by.get((a, "decode-heavy")), by.get((b, "decode-heavy"))
-        if top is not None and bottom is not None and bottom.requests_per_s:
-            found[key] = top.requests_per_s / bottom.requests_per_s
+    found = pair_ratios(reports, vllm_pairs())
     for label, variant in (("power of two", POWER_TWO), ("servestack router", SERVESTACK)):
         for workload in SHARED_PREFIX_WORKLOADS:
             if (variant, workload) in by:
                 found[f"{workload}: {label} cache hit rate (vLLM)"] = by[
                     (variant, workload)
                 ].cache_hit_rate
-    for workload in SHARED_PREFIX_WORKLOADS:
-        if (SERVESTACK, workload) in by and (POWER_TWO, workload) in by:
-            base = by[(POWER_TWO, workload)].requests_per_s
-            if base:
-                found[f"{workload}: servestack router/power of two, requests/s"] = (
-                    by[(SERVESTACK, workload)].requests_per_s / base
-                )
-    return found | router_ratios(reports, POWER_TWO, SERVESTACK)
+    return found | router_figures(reports)
 
 
 def cli_args(kwargs: Mapping[str, Any]) -> list[str]:

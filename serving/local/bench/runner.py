@@ -2,10 +2,14 @@
 
 Each configuration (fast paths on or off, a router) is the profile's spec with that one thing
 changed, compiled by `serving.compile.compiler` and run by `serving.local.runtime.local_ray` in its
-own process (Ray reads the fast-path variables when its processes start). A bounded asyncio load
-generator sends the same requests to each over loopback and measures what a client sees: request
-throughput, output tokens/s, time to first token, inter-token latency. The simulated engine
-reports which replica served a request and how many prompt tokens hit its prefix cache.
+own process (Ray reads the fast-path variables when its processes start). The load generator
+(`serving.local.bench.loadgen`: a process of its own at a raised priority, so the engine cannot
+starve it) sends the same requests to each over loopback and measures what a client sees:
+request throughput, output tokens/s, time to first token, time per output token, inter-token
+latency per token and tokens per arrival. The simulated engine reports which replica served a
+request and how many prompt tokens hit its prefix cache. The bench runs every configuration
+several times, interleaved (`infra.cli.bench`; figures over repetitions:
+`serving.local.bench.repeats`).
 
 The engine's own metrics, scraped from the run's Ray before and after the load, give what the
 dashboard and `servestack top` show for the same requests (`serving.observability.top`'s
@@ -18,21 +22,19 @@ routing, streaming) under the planner's engine timings, not a GPU.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import httpx
 from pydantic import Field
 
 from serving.frozen import Frozen
+from serving.local.bench import loadgen
 from serving.local.bench.metrics import figures_after, metrics_urls, settled
 from serving.local.bench.stats import RequestResult, WorkloadReport, summarize
 from serving.local.bench.workloads import (
@@ -47,7 +49,6 @@ from serving.local.runtime import cleanup
 from serving.local.runtime.app import Engine
 from serving.local.runtime.local_ray import READY_PREFIX
 from serving.local.runtime.progress import QUIET, STATE_PREFIX, RunProgress
-from serving.router.cache_report import REPLICA_HEADER
 from serving.spec.parts import Autoscaling, FastPaths, Router, RouterKind
 from serving.spec.profile import ModelSpec
 
@@ -122,86 +123,26 @@ def variant_spec(spec: ModelSpec, variant: Variant, replicas: int) -> ModelSpec:
 # --- requests -------------------------------------------------------------------------------
 
 
-async def _one(
-    client: httpx.AsyncClient, endpoint: str, body: dict[str, Any], index: int
-) -> RequestResult:
-    start = time.perf_counter()
-    ttft, last, gaps, tokens = None, start, [], 0
-    usage: dict[str, Any] = {}
-    replica = None
-    try:
-        async with client.stream("POST", f"{endpoint}/v1/chat/completions", json=body) as response:
-            if response.status_code != 200:
-                text = (await response.aread()).decode(errors="replace")[:300]
-                return RequestResult(
-                    ok=False, error=f"HTTP {response.status_code}: {text}",
-                    start_s=start, end_s=time.perf_counter(), index=index,
-                )  # fmt: skip
-            # servestack's reporting server names its replica (vLLM's fingerprint does not)
-            named = response.headers.get(REPLICA_HEADER)
-            async for line in response.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                replica = named or chunk.get("system_fingerprint") or replica
-                if chunk.get("usage"):
-                    usage = chunk["usage"]
-                for choice in chunk.get("choices", []):
-                    if choice.get("delta", {}).get("content"):
-                        now = time.perf_counter()
-                        if ttft is None:
-                            ttft = now - start
-                        else:
-                            gaps.append(now - last)
-                        last, tokens = now, tokens + 1
-    except (httpx.HTTPError, ValueError) as exc:
-        return RequestResult(
-            ok=False, error=f"{type(exc).__name__}: {exc}",
-            start_s=start, end_s=time.perf_counter(), index=index,
-        )  # fmt: skip
-    details = usage.get("prompt_tokens_details") or {}
-    return RequestResult(
-        ok=True,
-        start_s=start,
-        end_s=time.perf_counter(),
-        ttft_s=ttft,
-        token_gaps_s=gaps,
-        output_tokens=tokens,
-        prompt_tokens=int(usage.get("prompt_tokens", 0)),
-        cached_tokens=int(details.get("cached_tokens") or 0),
-        replica=replica,
-        index=index,
-    )
+class Load(NamedTuple):
+    """One load's results, its wall time, and how its load generator was kept from starving."""
+
+    results: list[RequestResult]
+    duration_s: float
+    isolation: str
 
 
-async def run_load(
+def run_load(
     endpoint: str,
     requests: Sequence[dict[str, Any]],
     concurrency: int,
     on_done: Callable[[], None] | None = None,
     timeout_s: float = 600.0,
-) -> tuple[list[RequestResult], float]:
-    """Send the requests with at most `concurrency` in flight; returns results and wall time."""
-    queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
-    for index, body in enumerate(requests):
-        queue.put_nowait((index, body))
-    results: list[RequestResult] = []
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as client:
-
-        async def worker() -> None:
-            while True:
-                try:
-                    index, body = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                results.append(await _one(client, endpoint, body, index))
-                if on_done is not None:
-                    on_done()
-
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return results, time.perf_counter() - start
+) -> Load:
+    """Send the requests with at most `concurrency` in flight, from the load generator's own
+    process (`serving.local.bench.loadgen`)."""
+    run = loadgen.generate_load(endpoint, requests, concurrency, on_done, timeout_s)
+    results = [RequestResult.model_validate(raw) for raw in run.results]
+    return Load(sorted(results, key=lambda r: r.index or 0), run.duration_s, run.isolation)
 
 
 # --- one configuration in its own process --------------------------------------------------
@@ -308,17 +249,19 @@ def run_variant(
     log_dir: Path,
     progress: RunProgress = QUIET,
     engine: Engine = "simulated",
+    repetition: int = 0,
 ) -> list[WorkloadReport]:
     """Run the variant's workloads, each on a freshly started application: no workload inherits
-    another's prefix caches or the router's memory of where prompts went. `progress` hears
-    each step."""
+    another's prefix caches or the router's memory of where prompts went. Each start's first
+    requests (`WARMUP_REQUESTS`) warm it up and are not counted. `progress` hears each step;
+    the reports carry `repetition`."""
     reports = []
     replicas = variant.replicas or replicas
     for name in variant.workloads:
         if name not in workloads:
             continue
         workload = workloads[name]
-        log_path = log_dir / f"{variant.name.replace('/', '_')}-{name}.log"
+        log_path = log_dir / f"{variant.name.replace('/', '_')}-{name}-{repetition}.log"
         compiled = variant_spec(spec, variant, replicas)
         if variant.bare_vllm:
             from serving.local.bench.real_engine import running_bare_vllm
@@ -336,24 +279,25 @@ def run_variant(
                 name="decode-heavy", input_tokens=8, output_tokens=4,
                 requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
             )  # fmt: skip
-            warmed, _ = asyncio.run(
-                run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS)
-            )
+            warmed = run_load(
+                endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS
+            ).results
             # The engine's counters once the warm-up shows in them: the load's figures are
             # what changes from here.
             urls = metrics_urls(endpoint)
             before = settled(urls, spec.name, sum(r.ok for r in warmed)) if urls else None
             progress.ready()
-            results, duration = asyncio.run(
-                run_load(
-                    endpoint,
-                    build_requests(workload, spec.name),
-                    workload.concurrency,
-                    progress.request_done,
-                )
+            load = run_load(
+                endpoint,
+                build_requests(workload, spec.name),
+                workload.concurrency,
+                progress.request_done,
             )
-            figures = figures_after(urls, spec.name, before, sum(r.ok for r in results))
+            figures = figures_after(urls, spec.name, before, sum(r.ok for r in load.results))
             progress.stopping()
         progress.stopped()
-        reports.append(summarize(variant.name, name, results, duration, replicas, figures))
+        report = summarize(variant.name, name, load.results, load.duration_s, replicas, figures)
+        reports.append(
+            report.model_copy(update={"repetition": repetition, "load_generator": load.isolation})
+        )
     return reports

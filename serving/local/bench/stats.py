@@ -5,7 +5,8 @@ ratios between configurations."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from pydantic import Field
 
@@ -20,7 +21,17 @@ class RequestResult(Frozen):
     start_s: float
     end_s: float
     ttft_s: float | None = None
-    token_gaps_s: list[float] = Field(default_factory=list)
+    tpot_s: float | None = Field(
+        default=None, description="(end to end - TTFT) / (tokens - 1): time per output token."
+    )
+    token_gaps_s: list[float] = Field(
+        default_factory=list,
+        description="Inter-token latency per token: each arrival's gap since the previous one "
+        "over the tokens it brought, once per token (`serving.local.bench.loadgen`).",
+    )
+    chunk_tokens: list[int] = Field(
+        default_factory=list, description="Tokens per arrival (one read that carried content)."
+    )
     output_tokens: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
@@ -28,10 +39,27 @@ class RequestResult(Frozen):
     index: int | None = Field(default=None, description="The request's place in the workload.")
 
 
+# A quantile is shown only where the samples resolve it: the p99 of fewer than 100 samples is
+# their maximum (one stall), the p90 of fewer than 10 likewise. Where they do not, the maximum
+# is shown and labelled "max".
+MIN_SAMPLES = {"p90": 10, "p99": 100}
+
+
 class Percentiles(Frozen):
     p50: float | None
-    p90: float | None
-    p99: float | None
+    p90: float | None = Field(description="None with fewer than 10 samples: see `max`.")
+    p99: float | None = Field(description="None with fewer than 100 samples: see `max`.")
+    max: float | None = None
+    samples: int | None = Field(
+        default=None, description="Values behind the figures (None in reports written before)."
+    )
+
+    def tail(self, name: str = "p99") -> tuple[float | None, str]:
+        """The named percentile where the samples resolve it, else the maximum, and which."""
+        value = getattr(self, name)
+        if value is not None or self.max is None:
+            return value, name
+        return self.max, "max"
 
 
 class WorkloadReport(Frozen):
@@ -43,7 +71,17 @@ class WorkloadReport(Frozen):
     requests_per_s: float
     output_tokens_per_s: float
     ttft_s: Percentiles
-    itl_s: Percentiles
+    itl_s: Percentiles = Field(description="Inter-token latency per token (see RequestResult).")
+    tpot_s: Percentiles | None = Field(
+        default=None, description="Time per output token, one sample per request."
+    )
+    tokens_per_chunk: float | None = Field(
+        default=None, description="Mean tokens per arrival: above 1 where a path batches tokens."
+    )
+    repetition: int = Field(default=0, ge=0, description="Which repetition of the run (from 0).")
+    load_generator: str | None = Field(
+        default=None, description="How the load generator's process was kept from starving."
+    )
     cache_hit_rate: float = Field(
         description="Prefix-cache hit rate: the engine's metrics' where there are some, else "
         "cached prompt tokens / prompt tokens as the responses' usage reports them."
@@ -67,15 +105,21 @@ class WorkloadReport(Frozen):
     )
 
 
-def _percentiles(values: Sequence[float]) -> Percentiles:
+def percentiles(values: Sequence[float]) -> Percentiles:
+    """p50, and p90 and p99 where there are samples enough (`MIN_SAMPLES`); the maximum."""
     if not values:
-        return Percentiles(p50=None, p90=None, p99=None)
+        return Percentiles(p50=None, p90=None, p99=None, samples=0)
     ordered = sorted(values)
 
-    def at(q: float) -> float:
+    def at(name: str, q: float) -> float | None:
+        if len(ordered) < MIN_SAMPLES.get(name, 1):
+            return None
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
-    return Percentiles(p50=at(0.5), p90=at(0.9), p99=at(0.99))
+    return Percentiles(
+        p50=at("p50", 0.5), p90=at("p90", 0.9), p99=at("p99", 0.99),
+        max=ordered[-1], samples=len(ordered),
+    )  # fmt: skip
 
 
 def summarize(
@@ -100,8 +144,14 @@ def summarize(
         duration_s=duration_s,
         requests_per_s=len(done) / duration_s if duration_s > 0 else 0.0,
         output_tokens_per_s=sum(r.output_tokens for r in done) / duration_s if duration_s else 0.0,
-        ttft_s=_percentiles([r.ttft_s for r in done if r.ttft_s is not None]),
-        itl_s=_percentiles([gap for r in done for gap in r.token_gaps_s]),
+        ttft_s=percentiles([r.ttft_s for r in done if r.ttft_s is not None]),
+        itl_s=percentiles([gap for r in done for gap in r.token_gaps_s]),
+        tpot_s=percentiles([r.tpot_s for r in done if r.tpot_s is not None]),
+        tokens_per_chunk=(
+            sum(map(sum, chunks)) / sum(map(len, chunks))
+            if (chunks := [r.chunk_tokens for r in done if r.chunk_tokens])
+            else None
+        ),
         cache_hit_rate=(
             engine_metrics.prefix_hit_rate
             if engine_metrics is not None and engine_metrics.prefix_hit_rate is not None
@@ -115,28 +165,52 @@ def summarize(
     )
 
 
-def ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
-    """The headline comparisons, where both sides were measured."""
-    by = {(r.variant, r.workload): r for r in reports}
+class Pair(NamedTuple):
+    """A ratio of two configurations' figures: (variant, workload) over (variant, workload)."""
+
+    numerator: tuple[str, str]
+    denominator: tuple[str, str]
+    field: str = "requests_per_s"
+
+
+def pair_ratios(reports: Sequence[WorkloadReport], pairs: Mapping[str, Pair]) -> dict[str, float]:
+    """Each pair's ratio where both sides were measured (one repetition's reports)."""
+    by: dict[tuple[str, str], WorkloadReport] = {(r.variant, r.workload): r for r in reports}
     found: dict[str, float] = {}
+    for name, pair in pairs.items():
+        top, bottom = by.get(pair.numerator), by.get(pair.denominator)
+        if top is not None and bottom is not None and getattr(bottom, pair.field):
+            found[name] = getattr(top, pair.field) / getattr(bottom, pair.field)
+    return found
 
-    def ratio(key: str, a: tuple[str, str], b: tuple[str, str], field: str) -> None:
-        if a in by and b in by and getattr(by[b], field):
-            found[key] = getattr(by[a], field) / getattr(by[b], field)
 
+def simulated_pairs() -> dict[str, Pair]:
+    """The simulated bench's comparisons: fast paths on/off; each router/power of two."""
     on, off = "fast-paths-on/power-of-two", "fast-paths-off/power-of-two"
-    for workload in ("decode-heavy", "prefill-heavy"):
-        ratio(f"{workload}: fast paths on/off, requests/s", (on, workload), (off, workload),
-              "requests_per_s")  # fmt: skip
-    routers = {
-        "Ray prefix affinity": "fast-paths-on/prefix-affinity",
-        "servestack prefix affinity": "fast-paths-on/servestack-prefix-affinity",
+    pairs = {
+        f"{w}: fast paths on/off, requests/s": Pair((on, w), (off, w))
+        for w in ("decode-heavy", "prefill-heavy")
     }
     for workload in SHARED_PREFIX_WORKLOADS:
-        for label, variant in routers.items():
-            ratio(f"{workload}: {label}/power of two, requests/s",
-                  (variant, workload), (on, workload), "requests_per_s")  # fmt: skip
-        for label, variant in {"power of two": on, **routers}.items():
+        for label, variant in ROUTERS.items():
+            pairs[f"{workload}: {label}/power of two, requests/s"] = Pair(
+                (variant, workload), (on, workload)
+            )
+    return pairs
+
+
+ROUTERS = {
+    "Ray prefix affinity": "fast-paths-on/prefix-affinity",
+    "servestack prefix affinity": "fast-paths-on/servestack-prefix-affinity",
+}
+
+
+def ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
+    """The headline comparisons, where both sides were measured, and the hit rates."""
+    by = {(r.variant, r.workload): r for r in reports}
+    found = pair_ratios(reports, simulated_pairs())
+    for workload in SHARED_PREFIX_WORKLOADS:
+        for label, variant in {"power of two": "fast-paths-on/power-of-two", **ROUTERS}.items():
             if (variant, workload) in by:
                 found[f"{workload}: {label} cache hit rate"] = by[
                     (variant, workload)

@@ -225,7 +225,7 @@ class Served:
     def send(self, requests: list[dict[str, Any]]) -> list[RequestResult]:
         """Through HAProxy and the router, one at a time: each request meets the blocks of
         those served before it on its replica, and the engine's usage counts exactly those."""
-        results, _ = asyncio.run(bench.run_load(self.endpoint, requests, 1))
+        results = bench.run_load(self.endpoint, requests, 1).results
         assert all(r.ok for r in results), [r.error for r in results]
         for request, result in zip(requests, results, strict=True):
             assert result.replica in self.earlier, result.replica
@@ -374,14 +374,12 @@ def test_one_vllm_replica_reports_what_its_engine_caches() -> None:
         # Another prompt the cache cannot hold beside the first: vLLM evicts some of the first's
         # blocks, and the report drops the chunks anchored there (BlockRemoved).
         other = body(SYSTEM.replace("s", "t"), "other", spec.name)
-        asyncio.run(bench.run_load(running.endpoint, [other], 1))
+        bench.run_load(running.endpoint, [other], 1)
         run.assert_holds(replica, other)
         report = run.report(replica)
         assert report["blocks"] <= SHORT_FORM_BLOCKS
         assert not prompt_chunks(first) <= set(report["held"])
-        results, _ = asyncio.run(
-            bench.run_load(running.endpoint, [body(SYSTEM, "evicted", spec.name)], 1)
-        )
+        results = bench.run_load(running.endpoint, [body(SYSTEM, "evicted", spec.name)], 1).results
         assert results[0].ok and results[0].cached_tokens < hits[0].cached_tokens
 
         # vLLM refuses a reset while a request holds blocks: what it caches stays reported.
