@@ -5,6 +5,7 @@ chart. The CLI checks the flags, calls `run` and prints."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ class BenchOptions:
     time_scale: float
     workloads: tuple[str, ...] = ()  # empty: all
     variants: tuple[str, ...] = ()  # empty: all
+    repeats: int = 3  # each configuration, interleaved: A B C A B C ...
 
 
 class BenchStartError(Exception):
@@ -46,6 +48,7 @@ class BenchOutcome:
     document: dict[str, Any]
     reports: list[Any]
     ratios: dict[str, float]
+    spreads: dict[str, Any]
 
 
 def run(
@@ -102,7 +105,7 @@ def run(
         if not options.variants or v.name in options.variants
     ]
     variants = [v for v in variants if v.workloads]
-    runs = sum(len(v.workloads) for v in variants)
+    runs = sum(len(v.workloads) for v in variants) * options.repeats
     spec_of = {v.name: spec for v in variants}
     ideal: dict[str, float] = {}  # workload -> ideal placement's hit rate
     tokens = None  # the tiny model's chat tokens, where routers are compared on the real engine
@@ -112,24 +115,38 @@ def run(
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     reports: list[Any] = []
+    load_before = machine_load()
     with progress.bench_progress(shown_on, runs, quiet=quiet) as shown:
-        for variant in variants:
-            try:
-                if spec_of[variant.name] is not spec:  # the real engine's router runs
-                    reports += prefix_bench.run_routers(
-                        spec_of[variant.name], variant, workloads, options.replicas,
-                        out_dir / "logs", progress=shown, tokens=tokens,
+        # Interleaved: a slow minute of a shared machine falls on every configuration, and
+        # each repetition's ratios compare configurations run minutes apart.
+        for repetition in range(options.repeats):
+            for variant in variants:
+                try:
+                    if spec_of[variant.name] is not spec:  # the real engine's router runs
+                        reports += prefix_bench.run_routers(
+                            spec_of[variant.name], variant, workloads, options.replicas,
+                            out_dir / "logs", progress=shown, tokens=tokens,
+                            repetition=repetition,
+                        )  # fmt: skip
+                        continue
+                    reports += bench.run_variant(
+                        spec_of[variant.name], variant, workloads, settings, options.replicas,
+                        out_dir / "logs", progress=shown, engine=options.engine,
+                        repetition=repetition,
                     )  # fmt: skip
-                    continue
-                reports += bench.run_variant(
-                    spec_of[variant.name], variant, workloads, settings, options.replicas,
-                    out_dir / "logs", progress=shown, engine=options.engine,
-                )  # fmt: skip
-            except bench.VariantStartError as exc:
-                raise BenchStartError(f"{variant.name}: {exc}") from None
-    ratios = bench_ratios(options.engine, reports, ideal)
+                except bench.VariantStartError as exc:
+                    raise BenchStartError(f"{variant.name}: {exc}") from None
+    spreads = bench_spreads(options.engine, reports, ideal)
+    ratios = {name: figure.median for name, figure in spreads.items()}
     document = {
         "command": command,
+        "repetitions": options.repeats,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_before": load_before,
+            "load_after": machine_load(),
+        },
+        "load_generator": next((r.load_generator for r in reports if r.load_generator), None),
         "model": spec.name,
         "engine": options.engine,
         "replicas": options.replicas,
@@ -137,12 +154,18 @@ def run(
         "workloads": {name: w.model_dump() for name, w in workloads.items()},
         "variants": [v.model_dump() for v in variants],
         "ratios": ratios,
+        "spreads": {name: figure.model_dump() for name, figure in spreads.items()},
         "ideal_hit_rates": ideal,
         "reports": [r.model_dump() for r in reports],
     }
     (out_dir / "bench.json").write_text(json.dumps(document, indent=2) + "\n")
     chart.write_chart(reports, out_dir / "bench.png", engine=options.engine)
-    return BenchOutcome(document, reports, ratios)
+    return BenchOutcome(document, reports, ratios, spreads)
+
+
+def machine_load() -> list[float]:
+    """The load average over 1, 5 and 15 minutes: what else the machine was running."""
+    return [round(value, 2) for value in os.getloadavg()]
 
 
 def bench_ratios(
@@ -157,6 +180,26 @@ def bench_ratios(
         return bench_stats.ratios(reports)
     return vllm_bench.vllm_ratios(reports) | prefix_bench.ideal_ratios(
         reports, ideal, vllm_bench.POWER_TWO
+    )
+
+
+def bench_pairs(engine: str) -> dict[str, Any]:
+    """The ratios of two configurations' figures among the bench's headline figures."""
+    from serving.local.bench import real_engine as vllm_bench
+
+    return bench_stats.simulated_pairs() if engine == "simulated" else vllm_bench.vllm_pairs()
+
+
+def bench_spreads(
+    engine: str, reports: Sequence[bench_stats.WorkloadReport], ideal: Mapping[str, float]
+) -> dict[str, Any]:
+    """The headline figures over the run's repetitions: each a median with its min-max, a
+    ratio of two configurations as the ratio of their medians and whether their spreads are
+    apart (`serving.local.bench.repeats`)."""
+    from serving.local.bench import repeats
+
+    return repeats.headline_spreads(
+        reports, lambda group: bench_ratios(engine, group, ideal), bench_pairs(engine)
     )
 
 

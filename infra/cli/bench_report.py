@@ -1,14 +1,23 @@
-"""The local benchmark's tables (rich). The JSON file carries the same figures."""
+"""The local benchmark's tables (rich): a row per configuration, each figure its median and
+min–max over the run's repetitions. The JSON file carries every repetition's figures."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from serving.local.bench.stats import WorkloadReport
+from serving.local.bench.repeats import (
+    NO_DIFFERENCE,
+    RatioSpread,
+    configurations,
+    median_repetition,
+    spread,
+)
+from serving.local.bench.stats import Percentiles, WorkloadReport
 from serving.observability.top import queue_ms
 
 
@@ -19,29 +28,102 @@ def _ms(value: float | None) -> str:
 # Piped output would fold the table at the CLI's 110 columns; a benchmark log is read whole.
 PIPED_WIDTH = 170
 
-# The figures' columns: header (on two lines, keeping the table narrow), right-aligned, latency
-# (or throughput and replicas), the cell.
-Column = tuple[str, bool, bool, Callable[[WorkloadReport], str]]
+
+class Column(NamedTuple):
+    """A figure's column: its header (on two lines, keeping the table narrow), alignment,
+    whether it is a latency (else throughput and replicas), and its figure: a number a run's
+    repetitions give a median and spread of (`value`, shown by `text`), or a text taken from
+    the median repetition (`cell`)."""
+
+    header: str
+    right: bool
+    latency: bool
+    value: Callable[[WorkloadReport], float | None] | None = None
+    text: Callable[[float], str] = str
+    cell: Callable[[WorkloadReport], str] | None = None
+    label: Callable[[WorkloadReport], str] | None = None  # e.g. "max" where no p99 is shown
+
+
+def _tail(pick: Callable[[WorkloadReport], Percentiles | None]) -> Callable[..., float | None]:
+    def value(report: WorkloadReport) -> float | None:
+        figures = pick(report)
+        return None if figures is None else figures.tail()[0]
+
+    return value
+
+
+def _tail_label(pick: Callable[[WorkloadReport], Percentiles | None]) -> Callable[..., str]:
+    def label(report: WorkloadReport) -> str:
+        figures = pick(report)
+        return "" if figures is None or figures.tail()[1] == "p99" else "max"
+
+    return label
+
+
+def _p50(pick: Callable[[WorkloadReport], Percentiles | None]) -> Callable[..., float | None]:
+    def value(report: WorkloadReport) -> float | None:
+        figures = pick(report)
+        return None if figures is None else figures.p50
+
+    return value
+
+
+def _ttft(r: WorkloadReport) -> Percentiles:
+    return r.ttft_s
+
+
+def _itl(r: WorkloadReport) -> Percentiles:
+    return r.itl_s
+
+
+def _tpot(r: WorkloadReport) -> Percentiles | None:
+    return r.tpot_s
+
+
+def _milliseconds(value: float) -> str:
+    return f"{value * 1e3:,.1f}"
+
+
 COLUMNS: tuple[Column, ...] = (
-    ("req/s", True, False, lambda r: f"{r.requests_per_s:,.2f}"),
-    ("out\ntok/s", True, False, lambda r: f"{r.output_tokens_per_s:,.0f}"),
-    ("TTFT\np50 ms", True, True, lambda r: _ms(r.ttft_s.p50)),
-    ("TTFT\np99 ms", True, True, lambda r: _ms(r.ttft_s.p99)),
-    ("ITL\np50 ms", True, True, lambda r: _ms(r.itl_s.p50)),
-    ("ITL\np99 ms", True, True, lambda r: _ms(r.itl_s.p99)),
+    Column("req/s", True, False, lambda r: r.requests_per_s, lambda v: f"{v:,.2f}"),
+    Column("out\ntok/s", True, False, lambda r: r.output_tokens_per_s, lambda v: f"{v:,.0f}"),
+    Column("TTFT\np50 ms", True, True, _p50(_ttft), _milliseconds),
+    # p99 where 100 samples or more make one, else the maximum, labelled so.
+    Column("TTFT\np99 ms", True, True, _tail(_ttft), _milliseconds, label=_tail_label(_ttft)),
+    Column("TPOT\np50 ms", True, True, _p50(_tpot), _milliseconds),
+    Column("ITL\np50 ms", True, True, _p50(_itl), _milliseconds),
+    Column("ITL\np99 ms", True, True, _tail(_itl), _milliseconds, label=_tail_label(_itl)),
+    Column("tok/\narrival", True, True, lambda r: r.tokens_per_chunk, lambda v: f"{v:.1f}"),
     # From the engine's metrics, as the dashboard shows them (the hit rate from the responses'
     # usage where the engine exports none).
-    ("cache\nhit", True, False, lambda r: f"{r.cache_hit_rate:.2f}"),
-    ("queued\np99 ms", True, True,
-     lambda r: queue_ms(r.engine_metrics.queue_p99_s if r.engine_metrics else None)),
+    Column("cache\nhit", True, False, lambda r: r.cache_hit_rate, lambda v: f"{v:.2f}"),
+    Column("queued\np99 ms", True, True,
+           cell=lambda r: queue_ms(r.engine_metrics.queue_p99_s if r.engine_metrics else None)),
     # The real engine's replicas all carry vLLM's config-hash fingerprint: requests per replica
     # cannot be told apart there, so the column shows one bucket.
-    ("requests\nper replica", False, False,
-     lambda r: " ".join(map(str, r.requests_per_replica.values()))),
-    ("busiest/\nidlest", True, False,
-     lambda r: "—" if r.busiest_over_idlest is None else f"{r.busiest_over_idlest:.2f}"),
-    ("failed", True, False, lambda r: str(r.failed)),
+    Column("requests\nper replica", False, False,
+           cell=lambda r: " ".join(map(str, r.requests_per_replica.values()))),
+    Column("busiest/\nidlest", True, False, lambda r: r.busiest_over_idlest,
+           lambda v: f"{v:.2f}"),
+    Column("failed", True, False, lambda r: r.failed, lambda v: f"{v:.0f}"),
 )  # fmt: skip
+
+
+def figure_cell(column: Column, group: Sequence[WorkloadReport]) -> str:
+    """One configuration's figure over its repetitions: the median and (low–high) where there
+    are several, the median repetition's text for the columns that are not numbers."""
+    shown = median_repetition(group)
+    if column.value is None:
+        return column.cell(shown) if column.cell is not None else ""
+    values = [v for r in group if (v := column.value(r)) is not None]
+    if not values:
+        return "—"
+    figures = spread(values)
+    text = column.text(figures.median)
+    if len(values) > 1:
+        text += f" ({column.text(figures.low)}–{column.text(figures.high)})"
+    labels = {column.label(r) for r in group} - {""} if column.label is not None else set()
+    return f"{text} {' '.join(sorted(labels))}" if labels else text
 
 
 def _table(
@@ -49,14 +131,16 @@ def _table(
     reports: Sequence[WorkloadReport],
     columns: Sequence[Column],
 ) -> Table:
+    groups = sorted(configurations(reports).items())
     rows = [
-        [report.workload, report.variant, *(cell(report) for *_, cell in columns)]
-        for report in sorted(reports, key=lambda r: (r.workload, r.variant))
+        [workload, variant, *(figure_cell(column, group) for column in columns)]
+        for (variant, workload), group in sorted(groups, key=lambda item: item[0][::-1])
     ]
     # No vertical rules: they take three columns of the terminal per column of the table.
     table = Table(title=title, box=box.SIMPLE_HEAD)
     # Every cell keeps its width; only the headers wrap to make room.
-    headers = [("workload", False), ("configuration", False), *((c[0], c[1]) for c in columns)]
+    headers = [("workload", False), ("configuration", False),
+               *((c.header, c.right) for c in columns)]  # fmt: skip
     for index, (header, right) in enumerate(headers):
         widest = max((len(row[index]) for row in rows), default=0)
         table.add_column(header, justify="right" if right else "left", min_width=widest)
@@ -73,9 +157,10 @@ def _title(engine: str) -> str:
 def bench_table(
     reports: Sequence[WorkloadReport], engine: str, headers: Sequence[str] = ()
 ) -> Table:
-    """The bench's table, with only the columns named (headers on one line, e.g. "TTFT p50
-    ms") when some are: the README's excerpts of a committed run."""
-    names = {" ".join(c[0].split()): c for c in COLUMNS}
+    """The bench's table, one row per configuration (the median and min–max over a run's
+    repetitions), with only the columns named (headers on one line, e.g. "TTFT p50 ms") when
+    some are: the README's excerpts of a committed run."""
+    names = {" ".join(c.header.split()): c for c in COLUMNS}
     unknown = [h for h in headers if h not in names]
     if unknown:
         raise ValueError(f"no bench column {unknown}: the columns are {list(names)}")
@@ -88,10 +173,23 @@ def ratio_text(name: str, value: float) -> str:
     return f"{value:.2f}" if "hit rate" in name else f"{value:.2f}x"
 
 
+def spread_text(name: str, figure: RatioSpread) -> str:
+    """A headline figure over repetitions: the median (for a ratio, of the medians), its
+    min–max over the repetitions, and "no difference measured" where the two configurations'
+    spreads overlap."""
+    text = ratio_text(name, figure.median)
+    if figure.repetitions > 1:
+        low, high = ratio_text(name, figure.low), ratio_text(name, figure.high)
+        text += f" ({low}–{high})"
+    if figure.differs is False:
+        text += f": {NO_DIFFERENCE}"
+    return text
+
+
 def print_bench(
     console: Console,
     reports: Sequence[WorkloadReport],
-    ratios: Mapping[str, float],
+    ratios: Mapping[str, RatioSpread],
     engine: str = "simulated",
 ) -> None:
     if not console.is_terminal:
@@ -104,11 +202,11 @@ def print_bench(
     else:
         # Too wide for this terminal: rich would cut every cell, the configuration names first.
         # Two tables of the same rows, the names whole in each, fit where one does not.
-        throughput = [c for c in COLUMNS if not c[2]]
+        throughput = [c for c in COLUMNS if not c.latency]
         console.print(_table(title + ": throughput", reports, throughput))
-        console.print(_table(title + ": latency", reports, [c for c in COLUMNS if c[2]]))
+        console.print(_table(title + ": latency", reports, [c for c in COLUMNS if c.latency]))
     for report in reports:
         for error in report.errors:
             console.print(f"[red]{report.variant} {report.workload}: {error}[/red]")
-    for name, value in ratios.items():
-        console.print(f"{name}: [bold]{ratio_text(name, value)}[/bold]")
+    for name, figure in ratios.items():
+        console.print(f"{name}: [bold]{spread_text(name, figure)}[/bold]", highlight=False)

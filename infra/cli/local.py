@@ -131,6 +131,13 @@ def bench_command(
             "--variant", help="Only these configurations, e.g. fast-paths-on/power-of-two."
         ),
     ] = None,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            help="Runs of each configuration, interleaved (A B C A B C ...): each figure is "
+            "their median and min–max, each ratio the ratio of medians with its spread."
+        ),
+    ] = 3,
     out: Annotated[
         Path | None, typer.Option(help="Output directory. [default: bench/MODEL]")
     ] = None,
@@ -149,7 +156,7 @@ def bench_command(
     spec = one_model(loaded.profiles, model, loaded.path)
     for value, flag in (
         (requests, "--requests"), (concurrency, "--concurrency"), (replicas, "--replicas"),
-        (prefixes, "--prefixes"), (prefix_tokens, "--prefix-tokens"),
+        (prefixes, "--prefixes"), (prefix_tokens, "--prefix-tokens"), (repeats, "--repeats"),
     ):  # fmt: skip
         positive(value, flag)
     positive(cache_prompts, "--cache-prompts", allow_zero=True)
@@ -168,7 +175,7 @@ def bench_command(
         engine=chosen, requests=requests, concurrency=concurrency, replicas=replicas,
         prefixes=prefixes, prefix_tokens=prefix_tokens, cache_prompts=cache_prompts,
         hot_share=hot_share, time_scale=time_scale, workloads=tuple(workload or ()),
-        variants=tuple(only_variants or ()),
+        variants=tuple(only_variants or ()), repeats=repeats,
     )  # fmt: skip
     out_dir = out if out is not None else Path("bench") / spec.name
     try:
@@ -182,10 +189,11 @@ def bench_command(
     if as_json:
         print(json.dumps(outcome.document, indent=2))
     else:
-        bench_report.print_bench(console, outcome.reports, outcome.ratios, chosen)
+        bench_report.print_bench(console, outcome.reports, outcome.spreads, chosen)
         wrote = f"wrote {out_dir / 'bench.json'} and {out_dir / 'bench.png'}"
         console.print(wrote, highlight=False)
-    failed = [f"{r.variant} {r.workload}: {r.failed}" for r in outcome.reports if r.failed]
+    failed = [f"{r.variant} {r.workload} (repetition {r.repetition}): {r.failed}"
+              for r in outcome.reports if r.failed]  # fmt: skip
     if failed:
         errors.print(
             f"error: requests failed ({'; '.join(failed)}), so these configurations did not "

@@ -72,19 +72,27 @@ def bench_ratios_table(
     path: str, columns: tuple[str, ...], rows: tuple[tuple[str, str], ...]
 ) -> str:
     """Ratios of the committed bench run, computed from its reports by the bench's own code:
-    one column per workload (`{w}` in a row's ratio name) or one "measured" column."""
-    from infra.cli.bench import bench_ratios, load_document
-    from infra.cli.bench_report import ratio_text
+    one column per workload (`{w}` in a row's ratio name) or one "measured" column. Over
+    repetitions, each the median (of a ratio: the ratio of medians) with its min–max, and "no
+    difference measured" where the two configurations' spreads overlap."""
+    from infra.cli.bench import bench_spreads, load_document
+    from infra.cli.bench_report import spread_text
 
     document, reports = load_document(ROOT / path)
-    ratios = bench_ratios(document["engine"], reports, document.get("ideal_hit_rates", {}))
+    spreads = bench_spreads(document["engine"], reports, document.get("ideal_hit_rates", {}))
+    repetitions = document.get("repetitions", 1)
+    corner = (
+        "same run"
+        if repetitions == 1
+        else f"{repetitions} interleaved repetitions: median (min–max)"
+    )
     heads = columns or ("measured",)
-    out = [f"| same run | {' | '.join(heads)} |", "| --- |" + " ---: |" * len(heads)]
+    out = [f"| {corner} | {' | '.join(heads)} |", "| --- |" + " ---: |" * len(heads)]
     for label, name in rows:
         cells = []
         for workload in columns or ("",):
             key = name.format(w=workload)
-            cells.append(ratio_text(key, ratios[key]) if key in ratios else "—")
+            cells.append(spread_text(key, spreads[key]) if key in spreads else "—")
         out.append(f"| {label} | {' | '.join(cells)} |")
     return "\n".join(out)
 

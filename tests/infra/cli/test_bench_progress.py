@@ -35,7 +35,7 @@ MODEL = "llama-3.1-8b"
 REQUESTS = 4
 SHORT = ["bench", "--local", "--model", MODEL, "--workload", "decode-heavy",
          "--requests", str(REQUESTS), "--concurrency", "2", "--replicas", "1",
-         "--time-scale", "0.01"]  # fmt: skip
+         "--time-scale", "0.01", "--repeats", "1"]  # fmt: skip
 COLUMNS, ROWS = 120, 40
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 

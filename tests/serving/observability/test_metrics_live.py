@@ -51,6 +51,7 @@ VARIANT = "fast-paths-on/power-of-two"
 BENCH_ARGS = (
     "--workload", "multi-prompt", "--variant", VARIANT, "--requests", "40", "--concurrency", "8",
     "--replicas", "2", "--prefixes", "2", "--prefix-tokens", "300", "--time-scale", "4",
+    "--repeats", "1",
 )  # fmt: skip
 TOP_INTERVAL_S = 2
 TOP_SECONDS = 10

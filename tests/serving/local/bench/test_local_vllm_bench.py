@@ -31,7 +31,7 @@ def test_the_fast_path_is_measured_against_bare_vllm_on_the_same_requests(
     done = subprocess.run(
         [*servestack_command(), "bench", "--local", "--engine", "vllm", "--workload",
          "decode-heavy", "--variant", BARE, "--variant", FAST_ONE, "--requests", str(REQUESTS),
-         "--concurrency", "2", "--out", str(tmp_path), "--json"],
+         "--concurrency", "2", "--repeats", "1", "--out", str(tmp_path), "--json"],
         cwd=REPO, capture_output=True, text=True, timeout=1700, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

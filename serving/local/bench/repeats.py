@@ -1,0 +1,131 @@
+"""Figures over repetitions: every benchmark runs each configuration several times, interleaved
+(A B C A B C ...), so that a slow minute of a shared machine falls on every configuration rather
+than on one. Per figure the median and the spread (min-max over the repetitions); per ratio the
+ratio of the medians with the min-max of the repetitions' own ratios (A/B of the same
+repetition, run minutes apart). Where the two figures' spreads overlap, no difference was
+measured, whatever the medians say.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+
+from pydantic import Field
+
+from serving.frozen import Frozen
+from serving.local.bench.stats import Pair, WorkloadReport
+
+NO_DIFFERENCE = "no difference measured"
+
+
+class Spread(Frozen):
+    """A figure over repetitions."""
+
+    median: float
+    low: float
+    high: float
+    values: list[float] = Field(description="One per repetition, in the order they ran.")
+
+    def overlaps(self, other: Spread) -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+
+def spread(values: Sequence[float]) -> Spread:
+    if not values:
+        raise ValueError("a spread needs at least one value")
+    return Spread(
+        median=statistics.median(values), low=min(values), high=max(values), values=list(values)
+    )
+
+
+class RatioSpread(Frozen):
+    """A headline figure over repetitions. For a ratio of two configurations: the ratio of
+    their medians, the min-max of the repetitions' ratios, and whether the two figures' spreads
+    are apart (`differs`); for another figure (a hit rate): its median and min-max, `differs`
+    None."""
+
+    median: float
+    low: float
+    high: float
+    repetitions: int
+    differs: bool | None = None
+    numerator: Spread | None = None
+    denominator: Spread | None = None
+
+
+def by_repetition(reports: Sequence[WorkloadReport]) -> dict[int, list[WorkloadReport]]:
+    grouped: dict[int, list[WorkloadReport]] = defaultdict(list)
+    for report in reports:
+        grouped[report.repetition].append(report)
+    return dict(sorted(grouped.items()))
+
+
+def figure_spread(
+    reports: Sequence[WorkloadReport],
+    key: tuple[str, str],
+    value: Callable[[WorkloadReport], float | None],
+) -> Spread | None:
+    """One configuration's figure over its repetitions (None where it has no value)."""
+    values = [v for r in reports if (r.variant, r.workload) == key if (v := value(r)) is not None]
+    return spread(values) if values else None
+
+
+def field_value(name: str) -> Callable[[WorkloadReport], float | None]:
+    """A report's field by name, as a number (None where the report has none)."""
+
+    def value(report: WorkloadReport) -> float | None:
+        found = getattr(report, name)
+        return None if found is None else float(found)
+
+    return value
+
+
+def headline_spreads(
+    reports: Sequence[WorkloadReport],
+    headline: Callable[[Sequence[WorkloadReport]], Mapping[str, float]],
+    pairs: Mapping[str, Pair],
+) -> dict[str, RatioSpread]:
+    """`headline` (the bench's ratios of one repetition) over every repetition, with the pairs'
+    ratios taken as ratios of medians."""
+    per_repetition = [headline(group) for group in by_repetition(reports).values()]
+    names = list(dict.fromkeys(name for found in per_repetition for name in found))
+    out: dict[str, RatioSpread] = {}
+    for name in names:
+        values = [found[name] for found in per_repetition if name in found]
+        pair = pairs.get(name)
+        top = bottom = None
+        if pair is not None:
+            top = figure_spread(reports, pair.numerator, field_value(pair.field))
+            bottom = figure_spread(reports, pair.denominator, field_value(pair.field))
+        if top is not None and bottom is not None and bottom.median:
+            out[name] = RatioSpread(
+                median=top.median / bottom.median, low=min(values), high=max(values),
+                repetitions=len(values), differs=not top.overlaps(bottom),
+                numerator=top, denominator=bottom,
+            )  # fmt: skip
+        else:
+            out[name] = RatioSpread(
+                median=statistics.median(values), low=min(values), high=max(values),
+                repetitions=len(values),
+            )  # fmt: skip
+    return out
+
+
+Configuration = tuple[str, str]  # (variant, workload)
+
+
+def configurations(reports: Sequence[WorkloadReport]) -> dict[Configuration, list[WorkloadReport]]:
+    """Each (variant, workload)'s reports, one per repetition, in the order they ran."""
+    grouped: dict[Configuration, list[WorkloadReport]] = defaultdict(list)
+    for report in sorted(reports, key=lambda r: r.repetition):
+        grouped[(report.variant, report.workload)].append(report)
+    return dict(grouped)
+
+
+def median_repetition(group: Sequence[WorkloadReport]) -> WorkloadReport:
+    """The repetition whose request throughput is the median (the lower of the middle two): the
+    one whose figures a table or chart shows where it shows one."""
+    ordered = sorted(group, key=lambda r: r.requests_per_s)
+    return ordered[(len(ordered) - 1) // 2]

@@ -1,0 +1,76 @@
+"""Figures over interleaved repetitions: the median and min–max of each configuration's figure,
+a ratio as the ratio of the medians with the min–max of the repetitions' own ratios, "no
+difference measured" where the two spreads overlap; percentiles only where the samples resolve
+them (a p99 needs 100), the maximum, labelled so, where they do not."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.cli.bench_report import spread_text
+from serving.local.bench.repeats import headline_spreads, median_repetition, spread
+from serving.local.bench.stats import Pair, WorkloadReport, pair_ratios, percentiles
+
+ON, OFF = "fast-paths-on/power-of-two", "fast-paths-off/power-of-two"
+RATIO = "decode-heavy: fast paths on/off, requests/s"
+PAIRS = {RATIO: Pair((ON, "decode-heavy"), (OFF, "decode-heavy"))}
+
+
+def _report(variant: str, per_s: float, repetition: int) -> WorkloadReport:
+    return WorkloadReport.model_validate(
+        {
+            "variant": variant, "workload": "decode-heavy", "requests": 10, "failed": 0,
+            "duration_s": 10 / per_s, "requests_per_s": per_s, "output_tokens_per_s": per_s,
+            "ttft_s": {"p50": 0.1, "p90": 0.2, "p99": None}, "itl_s": {"p50": 0.01, "p90": None,
+            "p99": None}, "cache_hit_rate": 0.0, "requests_per_replica": {"a": 10},
+            "busiest_over_idlest": 1.0, "repetition": repetition,
+        }
+    )  # fmt: skip
+
+
+def _run(on: list[float], off: list[float]) -> list[WorkloadReport]:
+    return [
+        report
+        for repetition, (a, b) in enumerate(zip(on, off, strict=True))
+        for report in (_report(ON, a, repetition), _report(OFF, b, repetition))
+    ]
+
+
+def _headline(on: list[float], off: list[float]) -> dict[str, object]:
+    spreads = headline_spreads(_run(on, off), lambda group: pair_ratios(group, PAIRS), PAIRS)
+    return {"figure": spreads[RATIO], "text": spread_text(RATIO, spreads[RATIO])}
+
+
+def test_a_ratio_is_the_ratio_of_medians_with_the_repetitions_ratios_as_its_spread() -> None:
+    found = _headline(on=[12.0, 10.0, 11.0], off=[6.0, 5.5, 4.0])
+    figure = found["figure"]
+    assert figure.median == pytest.approx(11.0 / 5.5)  # type: ignore[attr-defined]
+    # Each repetition's own ratio: 12/6, 10/5.5, 11/4.
+    assert figure.low == pytest.approx(10.0 / 5.5)  # type: ignore[attr-defined]
+    assert figure.high == pytest.approx(11.0 / 4.0)  # type: ignore[attr-defined]
+    assert figure.repetitions == 3 and figure.differs is True  # type: ignore[attr-defined]
+    assert found["text"] == "2.00x (1.82x–2.75x)"
+
+
+def test_overlapping_spreads_say_no_difference_was_measured() -> None:
+    """Medians 1.20x apart, but on's slowest repetition is below off's fastest."""
+    found = _headline(on=[12.0, 9.0, 13.0], off=[10.0, 9.5, 11.0])
+    assert found["figure"].differs is False  # type: ignore[attr-defined]
+    assert str(found["text"]).endswith(": no difference measured")
+
+
+def test_spread_and_the_median_repetition() -> None:
+    figures = spread([3.0, 1.0, 2.0, 10.0])
+    assert (figures.median, figures.low, figures.high) == (2.5, 1.0, 10.0)
+    reports = [_report(ON, per_s, i) for i, per_s in enumerate([5.0, 7.0, 6.0])]
+    assert median_repetition(reports).repetition == 2
+
+
+def test_p99_needs_a_hundred_samples_else_the_maximum_is_shown_and_called_that() -> None:
+    few = percentiles([float(i) for i in range(1, 33)])  # 32 samples: one stall is the p99
+    assert few.p99 is None and few.max == 32.0 and few.samples == 32
+    assert few.tail() == (32.0, "max")
+    assert few.p90 == 29.0  # 10 or more resolve a p90: the 29th of 32, int(0.9 x 32) from 0
+    many = percentiles([float(i) for i in range(1, 201)])
+    assert many.tail() == (199.0, "p99")  # int(0.99 x 200) = 198, from 0
+    assert percentiles([1.0] * 9).p90 is None
