@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from infra.cli import capacity as cli_capacity
 from infra.cli import check_edge, report
 from infra.cli import faults as cli_faults
 from infra.cli import local as cli_local
@@ -299,8 +300,9 @@ for name, command in (
 ):
     app.command(name)(command)
 
-# The local CPU data plane (serving.local): `servestack local serve|bench|faults|top`, and the
-# forms they had before the group, `servestack serve --local` and the rest, kept as aliases.
+# The local CPU data plane (serving.local): `servestack local serve|bench|capacity|faults|top`,
+# and the forms they had before the group, `servestack serve --local` and the rest, kept as
+# aliases.
 local_app = typer.Typer(
     help="The local CPU data plane: real Ray Serve and its HAProxy on this machine.",
     no_args_is_help=True,
@@ -308,6 +310,7 @@ local_app = typer.Typer(
 local_commands: tuple[tuple[str, Callable[..., None], dict[str, object]], ...] = (
     ("serve", cli_local.serve_command, {"local": True}),
     ("bench", cli_local.bench_command, {"local": True}),
+    ("capacity", cli_capacity.capacity_command, {"local": True}),
     ("faults", cli_faults.faults_command, {"local": True}),
     ("top", cli_local.top_command, {"local": True, "url": None}),
 )

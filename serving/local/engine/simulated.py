@@ -38,6 +38,7 @@ from ray.llm._internal.serve.core.configs.openai_api_models import (
 )
 from ray.llm._internal.serve.core.engine.protocol import LLMEngine
 from ray.llm._internal.serve.core.protocol import RawRequestInfo
+from ray.serve.exceptions import RayServeException
 
 from serving.local.engine.metrics import EngineMetrics
 from serving.local.engine.simulation import FINGERPRINT_PREFIX as FINGERPRINT_PREFIX
@@ -99,7 +100,7 @@ class SimulatedEngine(LLMEngine):
         try:
             replica = serve.get_replica_context().replica_id.unique_id
             self.fingerprint = f"{FINGERPRINT_PREFIX}{replica}"
-        except RuntimeError:  # outside a Serve replica (unit tests)
+        except (RuntimeError, RayServeException):  # outside a Serve replica (tests, bare server)
             pass
         if self.llm_config.log_engine_metrics:
             self.metrics = EngineMetrics(
