@@ -1,13 +1,29 @@
 """The capacity sweep's curves from given points: per level the median and min–max over
 repetitions, the knee (the lowest concurrency at 90% of the highest median), whether the sweep
-ended still rising, and the capacities' ratios with their spreads."""
+ended still rising, and the capacities' ratios with their spreads; and the bare server the
+sweep holds the paths against is the simulated engine at zero cost."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from repo import REPO
 
 from infra.cli.capacity import curve_table, ratio_table
-from serving.local.bench.capacity import Point, capacity_ratios, curves
+from serving.local.bench import loadgen
+from serving.local.bench.bare_engine import running_bare_engine
+from serving.local.bench.capacity import (
+    OUTPUT_TOKENS,
+    Point,
+    capacity_ratios,
+    capacity_requests,
+    curves,
+    zero_cost,
+)
+from serving.local.bench.stats import RequestResult
+from serving.local.engine.simulation import FINGERPRINT_PREFIX
+from serving.spec.loading import load_profile
 
 ON = "fast-paths-on"
 OFF = "fast-paths-off"
@@ -64,3 +80,17 @@ def test_the_tables_show_each_level_the_knee_and_the_ratio_with_its_spread() -> 
     assert "| knee (requests in flight) | 4 | 4 |" in table
     assert table[-1] == "| highest median, requests/s | 165 (150–170) | 40 (38–45) still rising |"
     assert "| fast paths on/off, requests/s | 4.12x (3.78x–4.12x) |" in ratio_table(document)
+
+
+def test_the_bare_server_is_the_simulated_engine_at_zero_cost(tmp_path: Path) -> None:
+    """The floor of the sweep answers as a replica would: the simulated engine's fingerprint,
+    every token asked for, and at zero cost all of them in the first arrivals."""
+    spec = load_profile(REPO / "stacks" / "models" / "llama-3.1-8b.yaml")
+    settings = zero_cost(spec)
+    assert settings.time_scale == 0
+    with running_bare_engine(spec.name, settings, tmp_path / "bare.log") as endpoint:
+        run = loadgen.generate_load(endpoint, capacity_requests(spec.name)[:4], 2)
+    results = [RequestResult.model_validate(raw) for raw in run.results]
+    assert [r.ok for r in results] == [True] * 4, [r.error for r in results]
+    assert all(r.output_tokens == OUTPUT_TOKENS for r in results)
+    assert all((r.replica or "").startswith(FINGERPRINT_PREFIX) for r in results)
