@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -28,6 +28,9 @@ from infra.platform.config import load_stack
 from infra.platform.stack_config import DEFAULT_STACK
 from serving.errors import ServestackError
 from serving.spec.profile import ModelSpec
+
+if TYPE_CHECKING:
+    from serving.local.bench.repeats import Spread
 
 LABELS = {
     "fast-paths-on": "fast paths on",
@@ -101,8 +104,10 @@ def _cpus() -> int | None:
     return os.cpu_count()
 
 
-def _range(median: float, low: float, high: float, fmt: str = ",.0f") -> str:
-    return f"{median:{fmt}} ({low:{fmt}}–{high:{fmt}})"
+def _range(figure: Spread) -> str:
+    """A median and, over several repetitions, its min–max."""
+    text = f"{figure.median:,.0f}"
+    return text if len(figure.values) < 2 else f"{text} ({figure.low:,.0f}–{figure.high:,.0f})"
 
 
 def curve_table(document: dict[str, Any]) -> str:
@@ -122,13 +127,11 @@ def curve_table(document: dict[str, Any]) -> str:
         for curve in curves:
             level = next((lv for lv in curve.levels if lv.concurrency == concurrency), None)
             figure = None if level is None else level.requests_per_s
-            cells.append("—" if figure is None else _range(figure.median, figure.low, figure.high))
+            cells.append("—" if figure is None else _range(figure))
         rows.append(f"| {concurrency} | {' | '.join(cells)} |")
     rows.append("| knee (requests in flight) | " + " | ".join(str(c.knee) for c in curves) + " |")
     peaks = [
-        _range(c.peak.requests_per_s.median, c.peak.requests_per_s.low, c.peak.requests_per_s.high)
-        + (" still rising" if c.still_rising else "")
-        for c in curves
+        _range(c.peak.requests_per_s) + (" still rising" if c.still_rising else "") for c in curves
     ]
     rows.append("| highest median, requests/s | " + " | ".join(peaks) + " |")
     return "\n".join(rows)
