@@ -39,7 +39,7 @@ CONFIGURATIONS: tuple[Path_, ...] = ("fast-paths-on", "fast-paths-off", "bare-en
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128)
 # The sweep stops once this many levels in a row have not raised requests/s by RISE over the
 # best level so far.
-STOP_AFTER = 2
+STOP_AFTER = 3
 RISE = 1.05
 KNEE_SHARE = 0.9
 # A short prompt and a short answer: the path's cost per request and per streamed token, with
