@@ -326,7 +326,24 @@ def test_the_local_group_and_its_alias_check_the_same_flags(
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("command", ["serve", "bench", "faults"])
+@pytest.mark.parametrize(
+    ("flags", "named", "fix"),
+    [
+        (["--level", "8", "--level", "2"], "--level", "--level 2 --level 8"),
+        (["--repeats", "0"], "--repeats", "--repeats"),
+    ],
+    ids=["falling-levels", "no-repeats"],
+)
+def test_the_capacity_sweep_checks_its_flags_before_any_ray_starts(
+    pristine: Path, flags: list[str], named: str, fix: str
+) -> None:
+    result = run(pristine, "local", "capacity", *flags)
+    assert result.returncode == 2, result.stderr
+    assert named in result.stderr and fix in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["serve", "bench", "capacity", "faults"])
 def test_a_local_command_without_local_names_the_local_group(pristine: Path, command: str) -> None:
     result = run(pristine, command)
     assert result.returncode == 2
