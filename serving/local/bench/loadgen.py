@@ -24,12 +24,12 @@ What is timed, and how:
   its tokens into fewer writes reads as the cadence it delivers tokens at, not as zeros;
 - tokens per arrival, as they came.
 
-The HTTP client is the standard library's asyncio streams with its own chunked-transfer reader: a
+The HTTP client is the standard library's asyncio streams with its own framing (`wire`): a
 few microseconds per read where httpx spends far more, which matters when the capacity sweep
 runs it at high concurrency on the same two cores as the service.
 
-Only the standard library is imported at module level: the child process starts in a fraction of
-a second and holds nothing the parent's benchmark needs.
+Only the standard library (and `wire`, which imports only that) is imported at module level: the
+child process starts in a fraction of a second and holds nothing the parent's benchmark needs.
 """
 
 from __future__ import annotations
@@ -46,12 +46,19 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from serving.local.bench.wire import (
+    READ_BYTES,
+    Connection,
+    EventStream,
+    ResponseBody,
+    content_tokens,
+)
+
 # The priority the load generator asks for: above every process started at the default 0.
 RAISED_NICE = -10
 # Line prefixes on the child's stdout: one finished request, the run's end.
 RESULT_PREFIX = "R "
 DONE_PREFIX = "D "
-READ_BYTES = 65536
 CHAT_PATH = "/v1/chat/completions"
 
 
@@ -148,80 +155,8 @@ def isolate() -> str:
 # --- the child's side: one request -------------------------------------------------------
 
 
-class _Body:
-    """A response body fed read by read: chunked transfer decoding, or a length, or to EOF."""
-
-    def __init__(self, chunked: bool, length: int | None) -> None:
-        self.chunked, self.left = chunked, length
-        self.raw = b""
-        self.finished = False
-        self._chunk_left = 0  # payload bytes left in the current chunk; -1: expecting its CRLF
-
-    def feed(self, data: bytes) -> bytes:
-        """The payload bytes in `data` (after framing is removed)."""
-        if not self.chunked:
-            if self.left is not None:
-                data = data[: self.left]
-                self.left -= len(data)
-                self.finished = self.left <= 0
-            return data
-        self.raw += data
-        out = bytearray()
-        while True:
-            if self._chunk_left > 0:
-                piece = self.raw[: self._chunk_left]
-                out += piece
-                self.raw = self.raw[len(piece) :]
-                self._chunk_left -= len(piece)
-                if self._chunk_left:
-                    return bytes(out)
-                self._chunk_left = -1
-            if self._chunk_left == -1:
-                if len(self.raw) < 2:
-                    return bytes(out)
-                self.raw, self._chunk_left = self.raw[2:], 0
-            line_end = self.raw.find(b"\r\n")
-            if line_end < 0:
-                return bytes(out)
-            size = int(self.raw[:line_end].split(b";")[0], 16)
-            self.raw = self.raw[line_end + 2 :]
-            if size == 0:
-                self.finished = True
-                return bytes(out)
-            self._chunk_left = size
-
-
-def _content_tokens(event: dict[str, Any]) -> int:
-    """Content events in an SSE message: one token each, as the engines stream them."""
-    tokens = 0
-    for choice in event.get("choices") or []:
-        delta = choice.get("delta") or {}
-        if delta.get("content") or choice.get("text"):
-            tokens += 1
-    return tokens
-
-
-class _Connection:
-    """One keep-alive HTTP/1.1 connection of a worker, reopened when the server closes it."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        if self.reader is None or self.writer is None or self.reader.at_eof():
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        return self.reader, self.writer
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-
 async def one_request(
-    connection: _Connection, body: dict[str, Any], index: int, replica_header: str = ""
+    connection: Connection, body: dict[str, Any], index: int, replica_header: str = ""
 ) -> dict[str, Any]:
     """Send one streamed chat request; time its arrivals as they come. A reporting server names
     its replica in `replica_header` (vLLM's fingerprint does not)."""
@@ -245,13 +180,13 @@ async def one_request(
         pairs = (h.partition(":") for h in lines[1:] if h)
         headers = {name.strip().lower(): value.strip() for name, _, value in pairs}
         length = headers.get("content-length")
-        body_reader = _Body(
+        body_reader = ResponseBody(
             headers.get("transfer-encoding", "").lower() == "chunked",
             int(length) if length is not None else None,
         )
         replica = headers.get(replica_header.lower()) if replica_header else None
         text = b""
-        pending = b""
+        events = EventStream()
         while not body_reader.finished:
             data = await reader.read(READ_BYTES)
             now = time.perf_counter()
@@ -261,23 +196,11 @@ async def one_request(
             if status != 200:
                 text += payload_bytes
                 continue
-            # SSE ends a message with a blank line; some servers write CRLF line ends.
-            pending = (pending + payload_bytes).replace(b"\r\n", b"\n")
             tokens = 0
-            while True:
-                cut = pending.find(b"\n\n")
-                if cut < 0:
-                    break
-                message, pending = pending[:cut], pending[cut + 2 :]
-                for line in message.decode().splitlines():
-                    line = line.strip()
-                    if not line.startswith("data: ") or line == "data: [DONE]":
-                        continue
-                    event = json.loads(line[6:])
-                    replica = replica or event.get("system_fingerprint")
-                    if event.get("usage"):
-                        usage = event["usage"]
-                    tokens += _content_tokens(event)
+            for event in events.feed(payload_bytes):
+                replica = replica or event.get("system_fingerprint")
+                usage = event.get("usage") or usage
+                tokens += content_tokens(event)
             if tokens:
                 arrivals.append((now, tokens))
         end = time.perf_counter()
@@ -352,7 +275,7 @@ async def _load(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> 
 
     async def worker() -> None:
         nonlocal next_index
-        connection = _Connection(host, port)
+        connection = Connection(host, port)
         try:
             while True:
                 if closed_loop is None:

@@ -8,6 +8,7 @@ load generator's figures come to it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from repo import REPO
 
 from serving.local.bench.loadgen import generate_load, timed_result
 from serving.local.bench.stats import RequestResult, summarize
+from serving.local.bench.wire import EventStream, ResponseBody, content_tokens
 
 EVERY_MS = 20.0
 TOKENS = 30
@@ -94,3 +96,25 @@ def test_a_gap_that_brought_several_tokens_is_that_many_samples_of_its_share() -
     assert result["token_gaps_s"] == pytest.approx([0.05, 0.025, 0.025, 0.025, 0.025])
     assert result["tpot_s"] == pytest.approx(0.2 / 5)
     assert result["chunk_tokens"] == [1, 1, 4]
+
+
+def test_chunked_sse_split_anywhere_across_reads_gives_the_same_events() -> None:
+    """Chunk framing and SSE messages cut at every byte boundary: the events come out whole,
+    each once, when the read that completes them arrives."""
+    events = [{"choices": [{"delta": {"content": f" w{i}"}}]} for i in range(3)]
+    sse = b"".join(b"data: " + json.dumps(e).encode() + b"\r\n\r\n" for e in events)
+    sse += b"data: [DONE]\n\n"
+    wire_bytes = (
+        b"".join(
+            f"{len(part):x}\r\n".encode() + part + b"\r\n"
+            for part in (sse[:7], sse[7:50], sse[50:])
+        )
+        + b"0\r\n\r\n"
+    )
+    for cut in range(1, len(wire_bytes)):
+        body, stream = ResponseBody(chunked=True, length=None), EventStream()
+        first = stream.feed(body.feed(wire_bytes[:cut]))
+        rest = stream.feed(body.feed(wire_bytes[cut:]))
+        assert first + rest == events, cut
+        assert body.finished
+        assert sum(map(content_tokens, first + rest)) == 3
