@@ -111,27 +111,28 @@ def _range(figure: Spread) -> str:
 
 
 def curve_table(document: dict[str, Any]) -> str:
-    """The curves side by side as a markdown table: requests/s per concurrency, median
-    (min–max) over repetitions; then each curve's knee and capacity."""
-    from serving.local.bench.capacity import Curve
+    """The curves side by side as a markdown table, computed from the document's points:
+    requests/s per concurrency, median (min–max) over repetitions; then each curve's knee and
+    capacity."""
+    from serving.local.bench.capacity import Point, curves
 
-    curves = [Curve.model_validate(c) for c in document["curves"]]
-    levels = sorted({level.concurrency for c in curves for level in c.levels})
-    heads = [LABELS[c.configuration] for c in curves]
+    found = curves([Point.model_validate(p) for p in document["points"]])
+    levels = sorted({level.concurrency for c in found for level in c.levels})
+    heads = [LABELS[c.configuration] for c in found]
     rows = [
         f"| requests in flight | {' | '.join(heads)} |",
-        "| ---: |" + " ---: |" * len(curves),
+        "| ---: |" + " ---: |" * len(found),
     ]
     for concurrency in levels:
         cells = []
-        for curve in curves:
+        for curve in found:
             level = next((lv for lv in curve.levels if lv.concurrency == concurrency), None)
             figure = None if level is None else level.requests_per_s
             cells.append("—" if figure is None else _range(figure))
         rows.append(f"| {concurrency} | {' | '.join(cells)} |")
-    rows.append("| knee (requests in flight) | " + " | ".join(str(c.knee) for c in curves) + " |")
+    rows.append("| knee (requests in flight) | " + " | ".join(str(c.knee) for c in found) + " |")
     peaks = [
-        _range(c.peak.requests_per_s) + (" still rising" if c.still_rising else "") for c in curves
+        _range(c.peak.requests_per_s) + (" still rising" if c.still_rising else "") for c in found
     ]
     rows.append("| highest median, requests/s | " + " | ".join(peaks) + " |")
     return "\n".join(rows)
@@ -140,14 +141,14 @@ def curve_table(document: dict[str, Any]) -> str:
 def ratio_table(document: dict[str, Any]) -> str:
     """The capacities' ratios: ratio of medians (min–max of the repetitions' ratios)."""
     from infra.cli.bench_report import spread_text
-    from serving.local.bench.repeats import RatioSpread
+    from serving.local.bench.capacity import Point, capacity_ratios
 
     rows = [
         f"| {document['repetitions']} interleaved repetitions | median (min–max) |",
         "| --- | ---: |",
     ]
-    for name, raw in document["ratios"].items():
-        figure = RatioSpread.model_validate(raw)
+    points = [Point.model_validate(p) for p in document["points"]]
+    for name, figure in capacity_ratios(points).items():
         rows.append(f"| {name.removeprefix('capacity: ')}, requests/s | "
                     f"{spread_text(name, figure)} |")  # fmt: skip
     return "\n".join(rows)

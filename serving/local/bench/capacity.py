@@ -75,8 +75,8 @@ class Curve(Frozen):
     knee: int = Field(description="Lowest concurrency at KNEE_SHARE of the highest median.")
     peak: Level = Field(description="The level of the highest median requests/s.")
     still_rising: bool = Field(
-        description="The last level's median rose by RISE over the one before: the sweep "
-        "ended before requests/s stopped rising."
+        description="The highest median is the last level's, RISE over the one before: the "
+        "sweep ended before requests/s stopped rising."
     )
 
 
@@ -181,8 +181,12 @@ def curve_of(configuration: Path_, levels: Sequence[Level]) -> Curve:
         for level in levels
         if level.requests_per_s.median >= KNEE_SHARE * peak.requests_per_s.median
     )
-    rising = len(levels) > 1 and (
-        levels[-1].requests_per_s.median >= RISE * levels[-2].requests_per_s.median
+    # Still rising: the highest median is the last level's, and it rose by RISE over the one
+    # before (a curve that fell and came back a little at the end has stopped rising).
+    rising = (
+        len(levels) > 1
+        and peak is levels[-1]
+        and levels[-1].requests_per_s.median >= RISE * levels[-2].requests_per_s.median
     )
     return Curve(
         configuration=configuration, levels=list(levels), knee=knee, peak=peak,
