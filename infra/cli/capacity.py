@@ -104,10 +104,16 @@ def _cpus() -> int | None:
     return os.cpu_count()
 
 
-def _range(figure: Spread) -> str:
+def _range(figure: Spread, scale: float = 1.0, digits: int = 0) -> str:
     """A median and, over several repetitions, its min–max."""
-    text = f"{figure.median:,.0f}"
-    return text if len(figure.values) < 2 else f"{text} ({figure.low:,.0f}–{figure.high:,.0f})"
+
+    def shown(value: float) -> str:
+        return f"{value * scale:,.{digits}f}"
+
+    text = shown(figure.median)
+    if len(figure.values) < 2:
+        return text
+    return f"{text} ({shown(figure.low)}–{shown(figure.high)})"
 
 
 def curve_table(document: dict[str, Any]) -> str:
@@ -135,6 +141,12 @@ def curve_table(document: dict[str, Any]) -> str:
         _range(c.peak.requests_per_s) + (" still rising" if c.still_rising else "") for c in found
     ]
     rows.append("| highest median, requests/s | " + " | ".join(peaks) + " |")
+    alone = []
+    for curve in found:
+        first = curve.levels[0].latency_p50_s
+        alone.append("—" if first is None else _range(first, scale=1e3, digits=1))
+    lowest = min(level.concurrency for c in found for level in c.levels[:1])
+    rows.append(f"| a request's time, p50 ms, {lowest} in flight | " + " | ".join(alone) + " |")
     return "\n".join(rows)
 
 

@@ -79,7 +79,11 @@ def test_the_tables_show_each_level_the_knee_and_the_ratio_with_its_spread() -> 
     assert table[0] == "| requests in flight | fast paths on | fast paths off |"
     assert "| 16 | 155 (150–160) | — |" in table
     assert "| knee (requests in flight) | 4 | 4 |" in table
-    assert table[-1] == "| highest median, requests/s | 165 (150–170) | 40 (38–45) still rising |"
+    assert "| highest median, requests/s | 165 (150–170) | 40 (38–45) still rising |" in table
+    # One request alone: latency 1/50, 1/40, 1/45 s on; 1/20, 1/22, 1/21 s off.
+    assert table[-1] == (
+        "| a request's time, p50 ms, 1 in flight | 22.2 (20.0–25.0) | 47.6 (45.5–50.0) |"
+    )
     assert "| fast paths on/off, requests/s | 4.12x (3.78x–4.12x) |" in ratio_table(document)
 
 
