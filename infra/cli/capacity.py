@@ -156,13 +156,16 @@ def ratio_table(document: dict[str, Any]) -> str:
     from serving.local.bench.capacity import Point, capacity_ratios
 
     rows = [
-        f"| {document['repetitions']} interleaved repetitions | median (min–max) |",
-        "| --- | ---: |",
+        f"| {document['repetitions']} interleaved repetitions | median (min–max) | "
+        "capacities, requests/s (each repetition's highest) |",
+        "| --- | ---: | ---: |",
     ]
     points = [Point.model_validate(p) for p in document["points"]]
     for name, figure in capacity_ratios(points).items():
-        rows.append(f"| {name.removeprefix('capacity: ')}, requests/s | "
-                    f"{spread_text(name, figure)} |")  # fmt: skip
+        sides = [side for side in (figure.numerator, figure.denominator) if side is not None]
+        each = " against ".join(f"{side.low:,.0f}–{side.high:,.0f}" for side in sides)
+        label = name.removeprefix("capacity: ")
+        rows.append(f"| {label}, requests/s | {spread_text(name, figure)} | {each} |")
     return "\n".join(rows)
 
 
