@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from policies.common import stack_policy
-from policies.pool_selection import gpu_pools, selected
+from policies.pool_selection import gpu_pools, selected, unlabelled_gpu_pools
 from policies.views import (
     CLUSTER,
     NODE_POOL,
@@ -42,6 +42,7 @@ from serving.plan.rules.step_holds_layout import step_cannot_hold
 
 
 def _upgrade_room(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
+    yield from unlabelled_gpu_pools(resources)
     pools = gpu_pools(resources)
     peak: dict[str, int] = {}
     room: dict[str, int] = {}

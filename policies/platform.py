@@ -12,6 +12,7 @@ from pulumi_policy import Severity
 
 from policies.common import resource_policy, stack_policy
 from policies.edge import SNIPPET, snippet_gate_faults
+from policies.pool_selection import unlabelled_gpu_pools
 from policies.views import (
     CLUSTER,
     INGRESS,
@@ -156,6 +157,7 @@ def _edge_tls_and_auth(
 
 
 def _pool_for_every_group(resources: list[Any], config: Mapping[str, Any]) -> Iterator[str]:
+    yield from unlabelled_gpu_pools(resources)
     pools = gpu_pools_by_machine(resources)
     steps = class_pools(resources)
     wanted: dict[str, int] = {}

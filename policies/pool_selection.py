@@ -28,6 +28,17 @@ def gpu_pools(resources: list[Any]) -> dict[str, NodePoolView]:
     return pools
 
 
+def unlabelled_gpu_pools(resources: list[Any]) -> list[str]:
+    """What no worker group can be checked against: a GPU pool with neither its machine-type
+    nor a ComputeClass label (a pool, or a chain's step, registered some other way)."""
+    return [
+        f"{pool.name}: a GPU pool without the {MACHINE_TYPE_LABEL} or {COMPUTE_CLASS_LABEL} "
+        "label, so no worker group can be checked against it"
+        for pool in views(resources, NODE_POOL, NodePoolView)
+        if pool.has_gpus and not pool.machine and not pool.compute_class
+    ]
+
+
 def _class_key(name: str) -> str:
     return f"class {name}"
 

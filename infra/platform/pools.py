@@ -136,9 +136,15 @@ def gpu_pools_of(
                 ),
             }
         )
+        # Zones are the pool's option (or the reservation's zone), not a key of the step.
+        zones_key = (
+            f"{key}.{index}.reservation.zone"
+            if reservation and reservation.zone and not options.zones
+            else f"{NAMESPACE}:gpu_pools.{machine_type}.zones"
+        )
         pool = _gpu_pool(
             step_machine, demand, stepped, cluster, f"{source}", judge_layouts,
-            key_prefix=f"{key}.{index}.",
+            key_prefix=f"{key}.{index}.", zones_key=zones_key,
             chain={
                 "compute_class": name, "chain_of": machine_type, "chain_step": index,
                 "max_run_duration_s": flex.max_run_duration_s if flex else None,
@@ -190,8 +196,8 @@ def _check_step(pool: GpuPoolSpec, cluster: ClusterSpec, source: str, key: str) 
             if refusal is not None:
                 raise ServestackError(
                     source, key, refusal,
-                    "put a reservation step before the flex-start one, or split the exclusion "
-                    f"into windows of at most {pool.max_run_duration_s // 86400} days",
+                    "drop the flex-start step (or the exclusion), or split the exclusion into "
+                    f"windows of at most {pool.max_run_duration_s // 86400} days",
                 )  # fmt: skip
 
 
@@ -206,6 +212,7 @@ def _gpu_pool(
     key_prefix: str | None = None,
     chain: dict[str, Any] | None = None,
     default_zones: list[str] | None = None,
+    zones_key: str | None = None,
 ) -> GpuPoolSpec:
     options = options or GpuPoolOptions()
     prefix = key_prefix or f"{NAMESPACE}:gpu_pools.{machine_type}."
@@ -251,20 +258,23 @@ def _gpu_pool(
     else:
         # Where the pool may span zones, every stocking zone widens the autoscaler's choice.
         zones = list(stocking[:1] if compact else stocking)
-    return validate(
-        GpuPoolSpec,
-        options.model_dump()
-        | {
-            "zones": zones,
-            "machine_type": machine_type,
-            "region": cluster.region,
-            "min_nodes": demand.min_nodes,
-            "max_nodes": demand.max_nodes + demand.upgrade_room,
-            "upgrade_room_nodes": demand.upgrade_room,
-            "replicas_span_nodes": demand.spans_nodes,
-            "models": tuple(demand.models),
-        }
-        | (chain or {}),
-        source,
-        prefix,
-    )
+    fields = options.model_dump() | {
+        "zones": zones,
+        "machine_type": machine_type,
+        "region": cluster.region,
+        "min_nodes": demand.min_nodes,
+        "max_nodes": demand.max_nodes + demand.upgrade_room,
+        "upgrade_room_nodes": demand.upgrade_room,
+        "replicas_span_nodes": demand.spans_nodes,
+        "models": tuple(demand.models),
+    }
+    try:
+        return validate(GpuPoolSpec, fields | (chain or {}), source, prefix)
+    except ProfileValidationError as exc:
+        if zones_key is None:
+            raise
+        # A chain step's zones are its pool's (or its reservation's), not a key of the step.
+        for error in exc.errors:
+            if error.field == f"{prefix}zones":
+                error.field = zones_key
+        raise ProfileValidationError(exc.errors) from None

@@ -111,6 +111,13 @@ PLANNED_POOLS: dict[str, dict[str, tuple[int, int, bool]]] = {
     "dev": {"a3-highgpu-1g": (1, 3, False)},
     "prod": {"a3-highgpu-8g": (2, 5, False)},
 }
+# The capacity chain of each shipped stack's machine type, as its stack file orders it: one node
+# pool per step, each from 0 to the pool's max nodes (the class keeps the minimum up on whichever
+# step has room).
+PLANNED_CHAINS: dict[str, dict[str, tuple[str, ...]]] = {
+    "dev": {"a3-highgpu-1g": ("spot", "flex_start")},
+    "prod": {"a3-highgpu-8g": ("reservation", "flex_start", "on_demand")},
+}
 
 
 def pulumi_config(stack_file: Path) -> dict[str, str]:
@@ -121,3 +128,18 @@ def pulumi_config(stack_file: Path) -> dict[str, str]:
         key: value if isinstance(value, str) else json.dumps(value) for key, value in config.items()
     }
     return plain | TEST_SECRETS
+
+
+# Pulumi's wire marker for a secret value: {SIG: SECRET_SIG, "value": ...}.
+SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+
+
+def unwrap_secrets(value: Any) -> Any:
+    """Registered inputs with every secret replaced by its value, as a manifest would carry it."""
+    if isinstance(value, dict):
+        if SECRET_SIG in value.values():
+            return unwrap_secrets(value["value"])
+        return {k: unwrap_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap_secrets(v) for v in value]
+    return value

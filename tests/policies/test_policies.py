@@ -221,9 +221,11 @@ CASES: dict[str, Case] = {
         "prod", "gpu-pool", set_at(4, "autoscaling", "totalMaxNodeCount"),
         pop_at("nodeConfig", "labels"), "advisory",
     ),
-    # dev's Spot pool made flex-start too (and auto-repaired): GKE refuses both.
+    # One of dev's chain steps (whichever the engine registered first) made both Spot and
+    # flex-start: GKE refuses a flex-start pool that is also Spot.
     "stack-nodepool-consumption": Case(
-        "dev", "gpu-pool", set_at(True, "nodeConfig", "flexStart"),
+        "dev", "gpu-pool",
+        both(set_at(True, "nodeConfig", "flexStart"), set_at(True, "nodeConfig", "spot")),
         pop_at("nodeConfig", "flexStart"), "advisory", missing_passes=True,
     ),
 }  # fmt: skip

@@ -113,5 +113,16 @@ def test_a_step_on_a_smaller_node_of_the_same_gpu_packs_fewer_replicas_per_node(
     )
 
 
-def test_a_stack_without_a_chain_has_no_chain_costs(pristine: Path) -> None:
-    assert plan_json(pristine, "dev")["chains"] == []
+def test_a_stack_without_a_chain_has_no_chain_costs(tmp_path: Path) -> None:
+    root = copy_repo(tmp_path / "repo")
+    spot = {"servestack:gpu_pools": {"a3-highgpu-1g": {"spot": True}}}
+    edit_yaml(root / "stacks/Pulumi.dev.yaml", lambda doc: doc["config"].update(spot))
+    assert plan_json(root, "dev")["chains"] == []
+
+
+def test_devs_chain_prices_spot_and_names_flex_start_unpriced(pristine: Path) -> None:
+    (chain,) = plan_json(pristine, "dev")["chains"]
+    spot, flex = chain["steps"]
+    assert (spot["mode"], flex["mode"]) == ("spot", "flex_start")
+    assert spot["node_price_per_hour_usd"] == MACHINE_TYPES["a3-highgpu-1g"].spot_price_per_hour_usd
+    assert chain["worst_step"] == 0 and chain["unpriced_steps"] == [1]

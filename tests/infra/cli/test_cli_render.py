@@ -12,6 +12,7 @@ from compiled_support import compile_spec, deployable
 from infra.cli.render import workers_document
 from infra.kube.manifests import rayservice
 from infra.platform.config import load_stack
+from infra.platform.plan import stack_compute_classes
 from infra.platform.resilience import resilience_for
 from serving.compile.patterns import builder
 
@@ -36,6 +37,7 @@ def test_render_writes_each_models_serve_config_env_and_workers(repo: Path) -> N
             stack.config.ray_image,
             with_hf_token=False,
             resilience=resilience,
+            compute_classes=stack_compute_classes(stack),
         )
         # The serve config is the RayService's own (the compiled one, drains fitted to the pools).
         deployed = yaml.safe_load(manifest["spec"]["serveConfigV2"])

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from compiled_support import compile_spec
 from infra_support import (
+    PLANNED_CHAINS,
     PLANNED_POOLS,
     RecordingMocks,
     Registered,
@@ -53,12 +54,17 @@ def exports() -> dict[str, Any]:
     return outputs
 
 
-def gpu_pools(mocks: RecordingMocks) -> dict[str, Registered]:
-    return {
-        pool.inputs["nodeConfig"]["machineType"]: pool
-        for pool in mocks.of_type(NODE_POOL)
-        if "guestAccelerators" in pool.inputs["nodeConfig"]
-    }
+def gpu_pools(mocks: RecordingMocks) -> dict[str, list[Registered]]:
+    """The GPU node pools by machine type: one, or one per step of its capacity chain."""
+    pools: dict[str, list[Registered]] = {}
+    for pool in mocks.of_type(NODE_POOL):
+        if "guestAccelerators" in pool.inputs["nodeConfig"]:
+            pools.setdefault(pool.inputs["nodeConfig"]["machineType"], []).append(pool)
+    return pools
+
+
+def steps_of(stack: str) -> int:
+    return sum(len(chain) for chain in PLANNED_CHAINS[stack].values())
 
 
 class TestShippedStacks:
@@ -119,7 +125,10 @@ class TestShippedStacks:
             "gcp:redis/instance:Instance": 1,
             "gcp:compute/globalAddress:GlobalAddress": 1,
             "gcp:servicenetworking/connection:Connection": 1,
-            NODE_POOL: 1 + len(PLANNED_POOLS[stack]),
+            # The system pool, and one GPU pool per step of each capacity chain; one
+            # ComputeClass per chain, which the chain's workers select.
+            NODE_POOL: 1 + steps_of(stack),
+            "kubernetes:cloud.google.com/v1:ComputeClass": len(PLANNED_CHAINS[stack]),
             # Observability: one dashboard; an email channel per address; five alert policies
             # per model and one per GPU model the pools keep nodes of.
             "gcp:monitoring/dashboard:Dashboard": 1,
@@ -140,20 +149,24 @@ class TestShippedStacks:
         assert set(pools) == set(planned)
         for machine_type, (low, high, spans) in planned.items():
             machine = catalog.MACHINE_TYPES[machine_type]
-            inputs = pools[machine_type].inputs
-            (accelerator,) = inputs["nodeConfig"]["guestAccelerators"]
-            assert (accelerator["type"], accelerator["count"]) == (
-                machine.gke_accelerator,
-                machine.gpus_per_node,
-            )
-            assert inputs["nodeConfig"]["labels"][MACHINE_TYPE_LABEL] == machine_type
-            assert inputs["nodeConfig"]["taints"][0]["key"] == "nvidia.com/gpu"
-            assert inputs["autoscaling"]["totalMinNodeCount"] == low
-            assert inputs["autoscaling"]["totalMaxNodeCount"] == high
-            assert inputs["autoscaling"]["locationPolicy"] == "ANY"
-            assert inputs["upgradeSettings"]["maxUnavailable"] == 0
-            if spans:
-                assert inputs["placementPolicy"] == {"type": "COMPACT"}
+            chain = PLANNED_CHAINS[stack].get(machine_type)
+            assert len(pools[machine_type]) == (len(chain) if chain else 1)
+            for pool in pools[machine_type]:
+                inputs = pool.inputs
+                (accelerator,) = inputs["nodeConfig"]["guestAccelerators"]
+                assert (accelerator["type"], accelerator["count"]) == (
+                    machine.gke_accelerator,
+                    machine.gpus_per_node,
+                )
+                assert inputs["nodeConfig"]["labels"][MACHINE_TYPE_LABEL] == machine_type
+                assert inputs["nodeConfig"]["taints"][0]["key"] == "nvidia.com/gpu"
+                # A chain's steps start empty: the class scales whichever has room.
+                assert inputs["autoscaling"]["totalMinNodeCount"] == (0 if chain else low)
+                assert inputs["autoscaling"]["totalMaxNodeCount"] == high
+                assert inputs["autoscaling"]["locationPolicy"] == "ANY"
+                assert inputs["upgradeSettings"]["maxUnavailable"] == 0
+                if spans:
+                    assert inputs["placementPolicy"] == {"type": "COMPACT"}
 
     @pytest.mark.parametrize("stack", STACKS)
     def test_cluster_is_private_with_workload_identity_and_no_default_pool(
@@ -197,33 +210,52 @@ class TestShippedStacks:
             f"https://{endpoint}"
         )
         pools, _ = resolve(pulumi.Output.from_input(outputs["gpu_node_pools"]))
-        assert set(pools) == set(PLANNED_POOLS[stack])
+        # One pool per chain step, named by the chain's machine type, its place and its way.
+        assert set(pools) == {
+            f"{machine}-{index}-{mode.replace('_', '-')}"
+            for machine, chain in PLANNED_CHAINS[stack].items()
+            for index, mode in enumerate(chain)
+        }
         assert outputs["machine_type_label"] == MACHINE_TYPE_LABEL
 
-    def test_dev_is_zonal_with_a_spot_h100(self, mocks: RecordingMocks) -> None:
+    def test_dev_is_zonal_with_a_spot_h100_falling_back_to_flex_start(
+        self, mocks: RecordingMocks
+    ) -> None:
         run_stack(mocks, "dev")
         cluster = mocks.one("gcp:container/cluster:Cluster").inputs
         assert cluster["location"] == "us-central1-a"
         assert cluster["deletionProtection"] is False
-        (pool,) = gpu_pools(mocks).values()
-        machine = catalog.MACHINE_TYPES[pool.inputs["nodeConfig"]["machineType"]]
+        (steps,) = gpu_pools(mocks).values()
+        spot, flex = (pool.inputs for pool in steps)
+        machine = catalog.MACHINE_TYPES[spot["nodeConfig"]["machineType"]]
         assert machine.gpus_per_node == 1 and machine.accelerator in {"h100-80gb", "a100-80gb"}
-        assert pool.inputs["nodeConfig"]["spot"] is True
-        assert pool.inputs["nodeLocations"] == ["us-central1-a"]
-        assert "placementPolicy" not in pool.inputs  # one GPU per replica: nothing to compact
+        assert spot["nodeConfig"]["spot"] is True and not spot["nodeConfig"].get("flexStart")
+        assert flex["nodeConfig"]["flexStart"] is True and not flex["nodeConfig"].get("spot")
+        assert flex["management"]["autoRepair"] is False  # GKE's flex-start precondition
+        for inputs in (spot, flex):
+            assert inputs["nodeLocations"] == ["us-central1-a"]
+            assert "placementPolicy" not in inputs  # one GPU per replica: nothing to compact
 
-    def test_prod_pool_is_compact_on_its_reservation(self, mocks: RecordingMocks) -> None:
+    def test_prods_chain_starts_on_its_reservation_in_its_zone(self, mocks: RecordingMocks) -> None:
         run_stack(mocks, "prod")
         cluster = mocks.one("gcp:container/cluster:Cluster").inputs
         assert cluster["location"] == "us-central1"
         assert cluster["deletionProtection"] is True
-        (pool,) = gpu_pools(mocks).values()
-        assert pool.inputs["nodeConfig"]["machineType"] == "a3-highgpu-8g"
-        assert pool.inputs["placementPolicy"] == {"type": "COMPACT"}
-        assert pool.inputs["nodeLocations"] == ["us-central1-a"]
-        affinity = pool.inputs["nodeConfig"]["reservationAffinity"]
+        (steps,) = gpu_pools(mocks).values()
+        reservation, flex, on_demand = (pool.inputs for pool in steps)
+        for inputs in (reservation, flex, on_demand):
+            assert inputs["nodeConfig"]["machineType"] == "a3-highgpu-8g"
+            assert inputs["nodeLocations"] == ["us-central1-a"]
+            # No replica spans nodes, and GKE gives no compact flex-start a3-highgpu pool.
+            assert "placementPolicy" not in inputs
+        affinity = reservation["nodeConfig"]["reservationAffinity"]
         assert affinity["consumeReservationType"] == "SPECIFIC_RESERVATION"
-        assert pool.inputs["nodeConfig"]["spot"] is False
+        assert affinity["values"] == ["servestack-prod-a3-highgpu-8g"]
+        assert reservation["nodeConfig"]["spot"] is False
+        assert flex["nodeConfig"]["flexStart"] is True
+        assert on_demand["nodeConfig"]["reservationAffinity"]["consumeReservationType"] == (
+            "NO_RESERVATION"
+        )
 
 
 @pytest.mark.parametrize(

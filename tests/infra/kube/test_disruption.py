@@ -6,6 +6,7 @@ nodes give, and upgrades have room in the pools."""
 from __future__ import annotations
 
 import importlib
+import json
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from compiled_support import deployable
 from infra_support import TEST_REDIS_AUTH, RecordingMocks, Registered, pulumi_config, run, use_stack
 from repo import REPO
 
+from infra.kube.compute_class import compute_class_name
 from infra.kube.disruption import (
     GCS_CA_MOUNT,
     drain_command,
@@ -29,6 +31,8 @@ from infra.platform.plan import plan_platform
 from serving import catalog
 from serving.compile.patterns import llm_configs_of
 from serving.compile.scheduling import (
+    COMPUTE_CLASS_LABEL,
+    MACHINE_TYPE_LABEL,
     SPOT_POD_NOTICE_S,
     head_pod_containers,
     misfit,
@@ -40,6 +44,18 @@ GIB = 2**30
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"
 PDB = "kubernetes:policy/v1:PodDisruptionBudget"
 STACKS = ["dev", "prod"]
+
+
+def _may_be_spot(gpu_pools: dict[str, Any], selector: dict[str, str]) -> bool:
+    """The pool options a worker group's selector lands on (its machine type's, or those of
+    the machine type whose capacity chain its ComputeClass is) ask for Spot somewhere."""
+    for machine, options in gpu_pools.items():
+        chained = selector.get(COMPUTE_CLASS_LABEL) == compute_class_name(machine)
+        if chained or selector.get(MACHINE_TYPE_LABEL) == machine:
+            return options.spot or any(step.mode == "spot" for step in options.capacity)
+    return False
+
+
 # Pulumi's wire marker for a secret value: {SIG: SECRET_SIG, "value": ...}.
 SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 
@@ -206,9 +222,8 @@ class TestDrainsFitTheNotice:
             groups = spec["rayClusterConfig"]["workerGroupSpecs"]
             graces = []
             for group in groups:
-                machine = group["template"]["spec"]["nodeSelector"]["servestack.io/machine-type"]
                 grace = group["template"]["spec"]["terminationGracePeriodSeconds"]
-                if config.gpu_pools.get(machine) and config.gpu_pools[machine].spot:
+                if _may_be_spot(config.gpu_pools, group["template"]["spec"]["nodeSelector"]):
                     assert grace == SPOT_POD_NOTICE_S  # GKE's Spot notice for ordinary pods
                 else:
                     assert grace > config.stream_timeout_s  # a drain lets the longest stream end
@@ -271,10 +286,14 @@ class TestUpgrades:
             assert "serviceUnhealthySecondThreshold" not in spec
             assert "deploymentUnhealthySecondThreshold" not in spec
 
-    def test_prods_reservation_holds_the_pool_at_peak_with_upgrade_room(self) -> None:
-        (pool,) = plan_platform(load_stack("prod", REPO)).gpu_pools
-        assert pool.upgrade_room_nodes >= 1
-        assert pool.reserved_nodes is not None and pool.reserved_nodes >= pool.max_nodes + 1
+    def test_every_step_of_prods_chain_holds_the_peak_with_upgrade_room(self) -> None:
+        """Prod's reservation overflows to flex-start and on demand, so it needs no upgrade room
+        of its own: any step may be the one with room, and each holds peak plus upgrade."""
+        steps = plan_platform(load_stack("prod", REPO)).gpu_pools
+        assert [pool.mode for pool in steps] == ["reservation", "flex_start", "on_demand"]
+        for pool in steps:
+            assert pool.upgrade_room_nodes >= 1
+            assert pool.max_nodes == steps[0].max_nodes
 
 
 class TestWeightsCache:
@@ -301,6 +320,12 @@ class TestWeightsCache:
 class TestMaintenanceExclusion:
     def test_a_stacks_exclusion_reaches_the_cluster(self, mocks: RecordingMocks) -> None:
         config = pulumi_config(REPO / "stacks/Pulumi.prod.yaml")
+        # Prod's chain without its flex-start step, whose 7-day nodes a 16-day exclusion
+        # would outlive (refused: tests/policies/negative/stacks/).
+        pools = json.loads(config["servestack:gpu_pools"])
+        chain = pools["a3-highgpu-8g"]["capacity"]
+        pools["a3-highgpu-8g"]["capacity"] = [step for step in chain if "flex_start" not in step]
+        config["servestack:gpu_pools"] = json.dumps(pools)
         config["servestack:maintenance_exclusions"] = (
             '[{"name": "launch", "start_time": "2026-12-20T00:00:00Z", '
             '"end_time": "2027-01-05T00:00:00Z"}]'

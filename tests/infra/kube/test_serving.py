@@ -29,6 +29,7 @@ from infra.kube.edge import model_ingress
 from infra.kube.manifests import rayservice
 from infra.kube.router_code import router_configmap
 from infra.platform.config import load_stack
+from infra.platform.plan import stack_compute_classes
 from infra.platform.resilience import resilience_for
 from serving.compile.patterns import llm_configs_of
 from serving.compile.scheduling import MACHINE_TYPE_LABEL
@@ -225,20 +226,26 @@ class TestProgram:
     ) -> None:
         use_stack(mocks, stack, pulumi_config(REPO / f"stacks/Pulumi.{stack}.yaml"))
         run(importlib.import_module("infra.__main__").main)
-        pools = {
-            pool.inputs["nodeConfig"]["labels"][MACHINE_TYPE_LABEL]: pool.inputs
+        pools = [
+            pool.inputs
             for pool in mocks.of_type("gcp:container/nodePool:NodePool")
             if MACHINE_TYPE_LABEL in pool.inputs["nodeConfig"].get("labels", {})
-        }
-        wanted: dict[str, int] = {}
+        ]
+        wanted: dict[tuple[tuple[str, str], ...], int] = {}
         for service in mocks.of_type("kubernetes:ray.io/v1:RayService"):
             validate_rayservice(_unwrap_secrets(service.inputs))
             for group in service.inputs["spec"]["rayClusterConfig"]["workerGroupSpecs"]:
-                machine = group["template"]["spec"]["nodeSelector"][MACHINE_TYPE_LABEL]
-                assert machine in pools, f"{group['groupName']} selects no pool"
-                wanted[machine] = wanted.get(machine, 0) + int(group["maxReplicas"])
-        for machine, pods in wanted.items():
-            assert pools[machine]["autoscaling"]["totalMaxNodeCount"] >= pods
+                # The machine type's label, or a capacity chain's ComputeClass label.
+                selector = tuple(sorted(group["template"]["spec"]["nodeSelector"].items()))
+                wanted[selector] = wanted.get(selector, 0) + int(group["maxReplicas"])
+        for selector, pods in wanted.items():
+            # Every pool the selector matches may be the one with room (each step of a chain).
+            matching = [
+                pool for pool in pools if set(selector) <= set(pool["nodeConfig"]["labels"].items())
+            ]
+            assert matching, f"{dict(selector)} selects no pool"
+            for pool in matching:
+                assert pool["autoscaling"]["totalMaxNodeCount"] >= pods
 
     def test_rendered_manifests_are_what_the_program_registers(self, mocks: RecordingMocks) -> None:
         use_stack(mocks, "prod", pulumi_config(REPO / "stacks/Pulumi.prod.yaml"))
@@ -259,6 +266,7 @@ class TestProgram:
                 stack.config.ray_image,
                 with_hf_token=True,
                 resilience=resilience,
+                compute_classes=stack_compute_classes(stack),
             )
             assert registered[rendered["metadata"]["name"]]["spec"] == json.loads(
                 json.dumps(rendered["spec"])

@@ -15,12 +15,16 @@ from typing import Any
 import pytest
 import yaml
 from cli_support import edit_yaml, run
-from infra_support import PLANNED_POOLS
+from infra_support import PLANNED_CHAINS, PLANNED_POOLS
 
 from infra.platform.config import load_stack
 from infra.platform.plan import PlatformPlan, node_service_account_id, plan_platform
 from serving import catalog
-from serving.compile.scheduling import GKE_ACCELERATOR_LABEL, MACHINE_TYPE_LABEL
+from serving.compile.scheduling import (
+    COMPUTE_CLASS_LABEL,
+    GKE_ACCELERATOR_LABEL,
+    MACHINE_TYPE_LABEL,
+)
 
 DEV = "stacks/Pulumi.dev.yaml"
 PROD = "stacks/Pulumi.prod.yaml"
@@ -35,24 +39,40 @@ class TestPoolsFollowThePlans:
     ) -> None:
         platform = plan_platform(load_stack(stack, repo))
         planned = PLANNED_POOLS[stack]
-        assert {
-            pool.machine_type: (pool.min_nodes, pool.max_nodes) for pool in platform.gpu_pools
-        } == {machine: (low, high) for machine, (low, high, _) in planned.items()}
+        # A chain's steps each start empty and reach the machine type's maximum; its class keeps
+        # the plans' minimum up on whichever step has room.
+        bounds: dict[str, set[tuple[int, int]]] = {}
+        for pool in platform.gpu_pools:
+            low = pool.class_min_nodes if pool.compute_class else pool.min_nodes
+            bounds.setdefault(pool.machine_type, set()).add((low, pool.max_nodes))
+            assert pool.min_nodes == (0 if pool.compute_class else low)
+        assert bounds == {machine: {(low, high)} for machine, (low, high, _) in planned.items()}
+        assert [p.mode for p in platform.gpu_pools] == [
+            mode for chain in PLANNED_CHAINS[stack].values() for mode in chain
+        ]
 
-    def test_prod_shares_one_pool_between_its_two_models(self, repo: Path) -> None:
-        (pool,) = plan_platform(load_stack("prod", repo)).gpu_pools
-        assert set(pool.models) == set(load_stack("prod", repo).profiles)
+    def test_prod_shares_its_chain_between_its_two_models(self, repo: Path) -> None:
+        for pool in plan_platform(load_stack("prod", repo)).gpu_pools:
+            assert set(pool.models) == set(load_stack("prod", repo).profiles)
 
     @pytest.mark.parametrize("stack", ["dev", "prod"])
     def test_node_selector_names_the_machine_type_and_its_gke_accelerator(
         self, repo: Path, stack: str
     ) -> None:
+        # Without the shipped stacks' chains (whose steps select their class instead).
+        edit = {"dev": {"a3-highgpu-1g": {"spot": True}}, "prod": {}}[stack]
+        _stack(DEV if stack == "dev" else PROD, _set(gpu_pools=edit))(repo)
         for pool in plan_platform(load_stack(stack, repo)).gpu_pools:
             machine = catalog.MACHINE_TYPES[pool.machine_type]
             assert pool.node_selector == {
                 MACHINE_TYPE_LABEL: machine.name,
                 GKE_ACCELERATOR_LABEL: machine.gke_accelerator,
             }
+
+    @pytest.mark.parametrize("stack", ["dev", "prod"])
+    def test_a_chains_steps_select_its_compute_class(self, repo: Path, stack: str) -> None:
+        for pool in plan_platform(load_stack(stack, repo)).gpu_pools:
+            assert pool.node_selector == {COMPUTE_CLASS_LABEL: f"servestack-{pool.chain_of}"}
 
 
 # DeepSeek-V3 does not fit one node of eight A100 80GB, so a replica spans two (a model that
@@ -111,10 +131,17 @@ class TestCompactPlacement:
         assert pools["a3-highgpu-1g"].compact
         assert len(pools["a3-highgpu-1g"].zones) == 1
 
-    def test_prod_asks_for_compact_placement_in_its_reserved_zone(self, repo: Path) -> None:
+    def test_a_reserved_pool_may_ask_for_compact_placement_in_its_zone(self, repo: Path) -> None:
+        _reserved()(repo)
         (pool,) = plan_platform(load_stack("prod", repo)).gpu_pools
         assert pool.compact and not pool.replicas_span_nodes
         assert pool.zones == ["us-central1-a"]
+
+    def test_prods_chain_is_spread_in_its_reservations_zone(self, repo: Path) -> None:
+        """No prod replica spans nodes, and GKE gives no compact flex-start a3-highgpu pool."""
+        for pool in plan_platform(load_stack("prod", repo)).gpu_pools:
+            assert not pool.compact and not pool.replicas_span_nodes
+            assert pool.zones == ["us-central1-a"]
 
 
 class TestStackDefaults:
@@ -155,6 +182,26 @@ def _set(**values: Any) -> Callable[[dict[str, Any]], None]:
 
 def _drop(key: str) -> Callable[[dict[str, Any]], None]:
     return lambda config: config.pop(key)
+
+
+# Prod's pool as a single reservation-bound pool rather than its chain: the checks of a pool
+# that takes only its reservations (named, sized with upgrade room, compact in one zone).
+RESERVED_POOL = {
+    "compact_placement": True,
+    "reservation_affinity": "specific",
+    "reservations": ["servestack-prod-a3-highgpu-8g"],
+    "reserved_nodes": 6,
+    "zones": ["us-central1-a"],
+}
+
+
+def _reserved(then: Callable[[dict[str, Any]], None] | None = None) -> Callable[[Path], None]:
+    def change(config: dict[str, Any]) -> None:
+        config["servestack:gpu_pools"] = {"a3-highgpu-8g": dict(RESERVED_POOL)}
+        if then is not None:
+            then(config["servestack:gpu_pools"]["a3-highgpu-8g"])
+
+    return _stack(PROD, change)
 
 
 def _move_to_europe_north1(config: dict[str, Any]) -> None:
@@ -282,7 +329,7 @@ BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = 
     (
         "specific-reservation-without-a-name",
         "prod",
-        _stack(PROD, lambda c: c["servestack:gpu_pools"]["a3-highgpu-8g"].pop("reservations")),
+        _reserved(lambda pool: pool.pop("reservations")),
         PROD,
         "servestack:gpu_pools.a3-highgpu-8g.reservations",
         ["reservation_affinity: specific"],
@@ -290,7 +337,7 @@ BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = 
     (
         "reservation-without-upgrade-room",
         "prod",
-        _stack(PROD, lambda c: c["servestack:gpu_pools"]["a3-highgpu-8g"].update(reserved_nodes=4)),
+        _reserved(lambda pool: pool.update(reserved_nodes=4)),
         PROD,
         "servestack:gpu_pools.a3-highgpu-8g.reserved_nodes",
         ["needs 6 nodes", "1 for a RayService upgrade's new cluster", "reserved_nodes: 6"],
@@ -306,12 +353,7 @@ BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = 
     (
         "compact-pool-over-two-zones",
         "prod",
-        _stack(
-            PROD,
-            lambda c: c["servestack:gpu_pools"]["a3-highgpu-8g"].update(
-                zones=["us-central1-a", "us-central1-c"]
-            ),
-        ),
+        _reserved(lambda pool: pool.update(zones=["us-central1-a", "us-central1-c"])),
         PROD,
         "servestack:gpu_pools.a3-highgpu-8g.zones",
         ["must sit in one zone, not 2", "compact because compact_placement"],
@@ -376,6 +418,7 @@ def test_pools_json_carries_the_platform_plan(repo: Path, stack: str) -> None:
 
 
 def test_pools_prints_each_pool_with_its_gpus_bounds_and_placement(repo: Path) -> None:
+    _reserved()(repo)
     result = run(repo, "pools", "prod")
     assert result.returncode == 0, result.stderr
     (pool,) = plan_platform(load_stack("prod", repo)).gpu_pools
