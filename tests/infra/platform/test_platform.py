@@ -359,6 +359,14 @@ BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = 
         ["must sit in one zone, not 2", "compact because compact_placement"],
     ),
     (
+        "price-for-an-unknown-mode",
+        "prod",
+        _stack(PROD, _set(prices={"a3-highgpu-8g:cheapest": 10.0})),
+        PROD,
+        "servestack:prices.a3-highgpu-8g:cheapest",
+        ["'cheapest' is not a way of obtaining nodes", "a3-highgpu-8g:<mode>", "flex_start"],
+    ),
+    (
         "gpu-machine-as-system-pool",
         "prod",
         _stack(PROD, _set(system_machine_type="a2-highgpu-1g")),
