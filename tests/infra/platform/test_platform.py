@@ -8,14 +8,14 @@ the stack file being echoed back.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from cli_support import edit_yaml, run
+from cli_support import run
 from infra_support import PLANNED_CHAINS, PLANNED_POOLS
+from stack_edits import DEV, PROD, reserved, stack_edit, with_keys
 
 from infra.platform.config import load_stack
 from infra.platform.plan import PlatformPlan, node_service_account_id, plan_platform
@@ -25,9 +25,6 @@ from serving.compile.scheduling import (
     GKE_ACCELERATOR_LABEL,
     MACHINE_TYPE_LABEL,
 )
-
-DEV = "stacks/Pulumi.dev.yaml"
-PROD = "stacks/Pulumi.prod.yaml"
 
 
 class TestPoolsFollowThePlans:
@@ -61,7 +58,7 @@ class TestPoolsFollowThePlans:
     ) -> None:
         # Without the shipped stacks' chains (whose steps select their class instead).
         edit = {"dev": {"a3-highgpu-1g": {"spot": True}}, "prod": {}}[stack]
-        _stack(DEV if stack == "dev" else PROD, _set(gpu_pools=edit))(repo)
+        stack_edit(DEV if stack == "dev" else PROD, with_keys(gpu_pools=edit))(repo)
         for pool in plan_platform(load_stack(stack, repo)).gpu_pools:
             machine = catalog.MACHINE_TYPES[pool.machine_type]
             assert pool.node_selector == {
@@ -132,7 +129,7 @@ class TestCompactPlacement:
         assert len(pools["a3-highgpu-1g"].zones) == 1
 
     def test_a_reserved_pool_may_ask_for_compact_placement_in_its_zone(self, repo: Path) -> None:
-        _reserved()(repo)
+        reserved()(repo)
         (pool,) = plan_platform(load_stack("prod", repo)).gpu_pools
         assert pool.compact and not pool.replicas_span_nodes
         assert pool.zones == ["us-central1-a"]
@@ -165,244 +162,13 @@ class TestStackDefaults:
         assert len(set(ids)) == len(ids)
 
 
-# --- bad input --------------------------------------------------------------------------------
-
-
-def _stack(path: str, change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
-    return lambda root: edit_yaml(root / path, lambda document: change(document["config"]))
-
-
-def _profile(name: str, change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
-    return lambda root: edit_yaml(root / f"stacks/models/{name}.yaml", change)
-
-
-def _set(**values: Any) -> Callable[[dict[str, Any]], None]:
-    return lambda config: config.update({f"servestack:{k}": v for k, v in values.items()})
-
-
-def _drop(key: str) -> Callable[[dict[str, Any]], None]:
-    return lambda config: config.pop(key)
-
-
-# Prod's pool as a single reservation-bound pool rather than its chain: the checks of a pool
-# that takes only its reservations (named, sized with upgrade room, compact in one zone).
-RESERVED_POOL = {
-    "compact_placement": True,
-    "reservation_affinity": "specific",
-    "reservations": ["servestack-prod-a3-highgpu-8g"],
-    "reserved_nodes": 6,
-    "zones": ["us-central1-a"],
-}
-
-
-def _reserved(then: Callable[[dict[str, Any]], None] | None = None) -> Callable[[Path], None]:
-    def change(config: dict[str, Any]) -> None:
-        config["servestack:gpu_pools"] = {"a3-highgpu-8g": dict(RESERVED_POOL)}
-        if then is not None:
-            then(config["servestack:gpu_pools"]["a3-highgpu-8g"])
-
-    return _stack(PROD, change)
-
-
-def _move_to_europe_north1(config: dict[str, Any]) -> None:
-    config["gcp:region"] = "europe-north1"
-    config.pop("servestack:cluster_zone")
-
-
-# (id, stack, breakage, file, field, words the message must carry)
-BAD_INPUT: list[tuple[str, str, Callable[[Path], None], str, str, list[str]]] = [
-    (
-        "unknown-machine-type",
-        "dev",
-        _stack(DEV, _set(gpu_pools={"a3-highgpu-9g": {"spot": True}})),
-        DEV,
-        "servestack:gpu_pools.a3-highgpu-9g",
-        ["unknown machine type 'a3-highgpu-9g'", "a3-highgpu-8g"],
-    ),
-    (
-        "gpu-not-in-region",
-        "dev",
-        _stack(DEV, _move_to_europe_north1),
-        DEV,
-        "gcp:region",
-        ["europe-north1 has no zone stocking nvidia-h100-80gb", "us-central1"],
-    ),
-    (
-        "system-min-above-max",
-        "dev",
-        _stack(DEV, _set(system_min_nodes=3, system_max_nodes=2)),
-        DEV,
-        "servestack:system_min_nodes",
-        ["minimum (3 nodes) is above the maximum (2)", "raise the maximum to at least 3"],
-    ),
-    (
-        "tensor-wider-than-any-node",
-        "dev",
-        _profile("llama-3.1-8b", lambda d: d.update(parallelism={"tensor": 16})),
-        "stacks/models/llama-3.1-8b.yaml",
-        "parallelism.tensor",
-        ["tensor=16 needs 16 GPUs on one node; a3-highgpu-8g has 8", "tensor: 8"],
-    ),
-    (
-        "spot-only-machine-on-demand",
-        "dev",
-        _stack(DEV, _drop("servestack:gpu_pools")),
-        DEV,
-        "servestack:gpu_pools.a3-highgpu-1g.spot",
-        ["only as Spot, flex-start or queued provisioning", "set spot: true", "a3-highgpu-8g"],
-    ),
-    (
-        "control-plane-open-to-all",
-        "prod",
-        _stack(PROD, _set(master_authorized_networks=["0.0.0.0/0"])),
-        PROD,
-        "servestack:master_authorized_networks",
-        [
-            "0.0.0.0/0 opens the control plane to a /0, wider than the /8",
-            "allow_public_control_plane",
-        ],
-    ),
-    (
-        "options-for-a-machine-no-model-uses",
-        "prod",
-        _stack(PROD, lambda c: c["servestack:gpu_pools"].update({"a2-highgpu-1g": {}})),
-        PROD,
-        "servestack:gpu_pools.a2-highgpu-1g",
-        ["no model of this stack is planned onto a2-highgpu-1g", "remove the entry"],
-    ),
-    (
-        "queued-provisioning-with-a-minimum",
-        "prod",
-        _stack(PROD, _set(gpu_pools={"a3-highgpu-8g": {"queued_provisioning": True}})),
-        PROD,
-        "servestack:gpu_pools.a3-highgpu-8g.queued_provisioning",
-        ["keep 2 node(s) up", "min_replicas: 0"],
-    ),
-    (
-        "spot-with-flex-start",
-        "dev",
-        _stack(DEV, _set(gpu_pools={"a3-highgpu-1g": {"spot": True, "flex_start": True}})),
-        DEV,
-        "servestack:gpu_pools.a3-highgpu-1g.spot",
-        ["flex-start a3-highgpu-1g pool cannot also be Spot"],
-    ),
-    (
-        "zonal-cluster-in-a-zone-without-the-gpu",
-        "dev",
-        _stack(DEV, _set(cluster_zone="us-central1-f")),
-        DEV,
-        "servestack:gpu_pools.a3-highgpu-1g.zones",
-        ["us-central1-f does not stock nvidia-h100-80gb", "us-central1-a"],
-    ),
-    (
-        "cluster-zone-outside-the-region",
-        "dev",
-        _stack(DEV, _set(cluster_zone="europe-west4-a")),
-        DEV,
-        "servestack:cluster_zone",
-        ["not a zone of gcp:region us-central1"],
-    ),
-    (
-        "overlapping-ranges",
-        "prod",
-        _stack(PROD, _set(pods_cidr="10.0.0.0/14")),
-        PROD,
-        "servestack:subnet_cidr",
-        ["10.0.0.0/20 overlaps pods_cidr (10.0.0.0/14)"],
-    ),
-    (
-        "public-pod-range",
-        "prod",
-        _stack(PROD, _set(pods_cidr="8.8.0.0/16")),
-        PROD,
-        "servestack:pods_cidr",
-        ["not a private range", "10.0.0.0/8"],
-    ),
-    (
-        "no-region",
-        "prod",
-        _stack(PROD, _drop("gcp:region")),
-        PROD,
-        "gcp:region",
-        ["is required to build the cluster", "pulumi config set gcp:region"],
-    ),
-    (
-        "specific-reservation-without-a-name",
-        "prod",
-        _reserved(lambda pool: pool.pop("reservations")),
-        PROD,
-        "servestack:gpu_pools.a3-highgpu-8g.reservations",
-        ["reservation_affinity: specific"],
-    ),
-    (
-        "reservation-without-upgrade-room",
-        "prod",
-        _reserved(lambda pool: pool.update(reserved_nodes=4)),
-        PROD,
-        "servestack:gpu_pools.a3-highgpu-8g.reserved_nodes",
-        ["needs 6 nodes", "1 for a RayService upgrade's new cluster", "reserved_nodes: 6"],
-    ),
-    (
-        "head-larger-than-a-system-node",
-        "dev",
-        _stack(DEV, lambda c: c.update({"servestack:system_machine_type": "e2-standard-2"})),
-        DEV,
-        "servestack:system_machine_type",
-        ["head requests 2.5 CPU", "on e2-standard-2", "e2-standard-4"],
-    ),
-    (
-        "compact-pool-over-two-zones",
-        "prod",
-        _reserved(lambda pool: pool.update(zones=["us-central1-a", "us-central1-c"])),
-        PROD,
-        "servestack:gpu_pools.a3-highgpu-8g.zones",
-        ["must sit in one zone, not 2", "compact because compact_placement"],
-    ),
-    (
-        "price-for-an-unknown-mode",
-        "prod",
-        _stack(PROD, _set(prices={"a3-highgpu-8g:cheapest": 10.0})),
-        PROD,
-        "servestack:prices.a3-highgpu-8g:cheapest",
-        ["'cheapest' is not a way of obtaining nodes", "a3-highgpu-8g:<mode>", "flex_start"],
-    ),
-    (
-        "gpu-machine-as-system-pool",
-        "prod",
-        _stack(PROD, _set(system_machine_type="a2-highgpu-1g")),
-        PROD,
-        "servestack:system_machine_type",
-        ["a2-highgpu-1g is a GPU machine type", "e2-standard-4"],
-    ),
-]
-
-
-@pytest.mark.parametrize(
-    ("stack", "breakage", "file", "field", "words"),
-    [pytest.param(*case[1:], id=case[0]) for case in BAD_INPUT],
-)
-def test_a_stack_that_cannot_be_built_exits_2_naming_file_key_and_fix(
-    repo: Path,
-    stack: str,
-    breakage: Callable[[Path], None],
-    file: str,
-    field: str,
-    words: list[str],
-) -> None:
-    breakage(repo)
-    result = run(repo, "pools", stack)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert result.stdout == ""
-    assert result.stderr.startswith(f"error: {file}: {field}: "), result.stderr
-    assert "fix: " in result.stderr
-    assert all(word in result.stderr for word in words), result.stderr
-    assert "Traceback" not in result.stderr
+# --- bad input: tests/infra/platform/test_bad_stacks.py --------------------------------
 
 
 def test_an_open_control_plane_is_accepted_only_when_the_stack_says_so(repo: Path) -> None:
-    _stack(PROD, _set(master_authorized_networks=["0.0.0.0/0"], allow_public_control_plane=True))(
-        repo
-    )
+    stack_edit(
+        PROD, with_keys(master_authorized_networks=["0.0.0.0/0"], allow_public_control_plane=True)
+    )(repo)
     cluster = plan_platform(load_stack("prod", repo)).cluster
     assert [str(n) for n in cluster.master_authorized_networks] == ["0.0.0.0/0"]
 
@@ -426,7 +192,7 @@ def test_pools_json_carries_the_platform_plan(repo: Path, stack: str) -> None:
 
 
 def test_pools_prints_each_pool_with_its_gpus_bounds_and_placement(repo: Path) -> None:
-    _reserved()(repo)
+    reserved()(repo)
     result = run(repo, "pools", "prod")
     assert result.returncode == 0, result.stderr
     (pool,) = plan_platform(load_stack("prod", repo)).gpu_pools
