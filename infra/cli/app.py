@@ -30,7 +30,7 @@ from infra.cli.common import (
 )
 from infra.cli.render import check_out_dir, render_model
 from infra.cli.report_chains import print_chain_costs
-from infra.platform.chain_costs import chain_costs
+from infra.platform.chain_costs import chain_costs, recommended_chain_costs
 from infra.platform.config import load_stack
 from infra.platform.plan import compile_model, plan_platform, stack_model_objects
 from infra.platform.stack_config import DEFAULT_STACK
@@ -97,6 +97,8 @@ def plan_command(
         else:
             answer = shortlist(ranked, itl_target, ttft_target, prices, show_all=show_all)
             report.print_recommendation(console, spec, answer, max_itl_ms, max_ttft_ms)
+            for chained in recommended_chain_costs(loaded, spec, ranked, itl_target):
+                print_chain_costs(console, chained)
         return
     specs = (
         [pick(loaded.profiles, model, loaded.path, "--model")]

@@ -15,6 +15,8 @@ from serving.catalog.consumption import ConsumptionMode
 from serving.frozen import Frozen
 from serving.plan.cost import usd_per_million_on
 from serving.plan.planner import Plan
+from serving.recommend.ranking import Candidate, plan_on
+from serving.spec.profile import ModelSpec
 
 
 class StepCost(Frozen):
@@ -92,3 +94,33 @@ def chain_costs(stack: Stack, model_plan: Plan) -> ChainCost | None:
         ),
         unpriced_steps=[s.step for s in steps if s.node_price_per_hour_usd is None],
     )
+
+
+def recommended_chain_costs(
+    stack: Stack,
+    spec: ModelSpec,
+    ranked: list[Candidate],
+    itl_target_s: float,
+) -> list[ChainCost]:
+    """For each capacity chain of the stack, the best candidate that works on the chain's
+    machine type (its GPU, a replica within one of its nodes), priced at every step."""
+    costs = []
+    for machine_type, options in stack.config.gpu_pools.items():
+        machine = catalog.MACHINE_TYPES.get(machine_type)
+        if not options.capacity or machine is None:
+            continue
+        fitting = [
+            c
+            for c in ranked
+            if c.meets_targets
+            and c.accelerator == machine.accelerator
+            and c.gpus_per_replica <= machine.gpus_per_node
+        ]
+        if not fitting:
+            continue
+        best = min(fitting, key=lambda c: c.rank)
+        variant = plan_on(spec, best, machine, stack.config.prices, itl_target_s)
+        chain = chain_costs(stack, variant)
+        if chain is not None:
+            costs.append(chain)
+    return costs

@@ -130,6 +130,18 @@ def _score_all(
     return scored
 
 
+def plan_on(
+    spec: ModelSpec,
+    candidate: Candidate,
+    machine: MachineType,
+    prices: Mapping[str, float] | None,
+    itl_target_s: float,
+) -> Plan:
+    """The plan of `candidate`'s layout on `machine` (a node size of the same GPU that holds it:
+    a capacity chain's machine type, say)."""
+    return plan(_variant(spec, machine, candidate.parallelism), prices, itl_target_s)
+
+
 def recommend(
     spec: ModelSpec,
     itl_target_s: float,

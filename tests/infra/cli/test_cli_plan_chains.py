@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 from cli_support import copy_repo, edit_yaml, run
 
+from infra.platform.chain_costs import recommended_chain_costs
+from infra.platform.config import load_stack
 from serving.catalog import MACHINE_TYPES
+from serving.recommend.ranking import (
+    DEFAULT_ITL_TARGET_S,
+    DEFAULT_TTFT_TARGET_S,
+    plan_on,
+    recommend,
+)
 
 H200 = MACHINE_TYPES["a3-ultragpu-8g"]
 
@@ -126,3 +134,27 @@ def test_devs_chain_prices_spot_and_names_flex_start_unpriced(pristine: Path) ->
     assert (spot["mode"], flex["mode"]) == ("spot", "flex_start")
     assert spot["node_price_per_hour_usd"] == MACHINE_TYPES["a3-highgpu-1g"].spot_price_per_hour_usd
     assert chain["worst_step"] == 0 and chain["unpriced_steps"] == [1]
+
+
+def test_recommend_prices_the_best_layout_on_each_chain_at_every_step(pristine: Path) -> None:
+    stack = load_stack("prod", pristine)
+    spec = stack.profiles["llama-3.3-70b-fp8"]
+    ranked = recommend(spec, DEFAULT_ITL_TARGET_S, DEFAULT_TTFT_TARGET_S, stack.config.prices)
+    (chain,) = recommended_chain_costs(stack, spec, ranked, DEFAULT_ITL_TARGET_S)
+    assert chain.chain_of == "a3-highgpu-8g"
+    # The cheapest H100 layout within the targets, planned on the chain's 8-GPU node.
+    best = min(
+        (c for c in ranked if c.meets_targets and c.accelerator == "h100-80gb"),
+        key=lambda c: c.rank,
+    )
+    machine = MACHINE_TYPES["a3-highgpu-8g"]
+    planned = plan_on(spec, best, machine, stack.config.prices, DEFAULT_ITL_TARGET_S)
+    reservation, _, on_demand = chain.steps
+    assert reservation.usd_per_million_output_tokens == pytest.approx(
+        planned.usd_per_million_output_tokens
+    )
+    assert chain.worst_step == on_demand.step == 2
+    result = run(pristine, "plan", "prod", "--recommend", "llama-3.3-70b-fp8")
+    out = " ".join(result.stdout.split())
+    assert "llama-3.3-70b-fp8 through the a3-highgpu-8g capacity chain" in out
+    assert "worst step: 3 (on-demand)" in out
