@@ -6,6 +6,7 @@ capacities' ratios with their spreads."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Sequence
@@ -52,6 +53,7 @@ def run(
     """Every configuration, interleaved over `repeats`; the document capacity.json holds."""
     from infra.cli.bench import machine_load
     from serving.local.bench import capacity
+    from serving.local.bench.runner import retried_start
 
     settings = capacity.zero_cost(spec)
     load_before = machine_load()
@@ -70,12 +72,12 @@ def run(
     for repetition in range(repeats):
         for configuration in capacity.CONFIGURATIONS:
             log = out_dir / "logs" / f"{configuration}-{repetition}.log"
-            with capacity.running(configuration, spec, settings, log) as endpoint:
-                found, isolation = capacity.measure(
-                    configuration, endpoint, spec.name, swept.get(configuration, levels),
-                    repetition, warm_up_s, measure_s, adaptive=configuration not in swept,
-                    on_point=shown,
-                )  # fmt: skip
+            sweep = functools.partial(
+                capacity.sweep, configuration, spec, settings, log,
+                swept.get(configuration, levels), repetition, warm_up_s, measure_s,
+                adaptive=configuration not in swept, on_point=shown,
+            )  # fmt: skip
+            found, isolation = retried_start(sweep)
             swept.setdefault(configuration, [p.concurrency for p in found])
             points += found
     document = {
@@ -210,7 +212,6 @@ def capacity_command(
             f"give each level once, rising: {' '.join(f'--level {v}' for v in levels)}",
         )  # fmt: skip
     local_modules()
-    from serving.local.bench.bare_engine import BareStartError
     from serving.local.bench.capacity import DEFAULT_LEVELS
     from serving.local.bench.runner import VariantStartError
 
@@ -220,7 +221,7 @@ def capacity_command(
             spec, repeats, levels or DEFAULT_LEVELS, warm_up, measure, out_dir,
             " ".join(["servestack", *sys.argv[1:]]), quiet=as_json,
         )  # fmt: skip
-    except (BareStartError, VariantStartError) as exc:
+    except VariantStartError as exc:
         errors.print(f"error: {exc}", highlight=False)
         raise typer.Exit(1) from None
     if as_json:

@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from serving.local.bench.runner import VariantStartError
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.runtime import cleanup
 from serving.local.runtime.ports import held_ports
@@ -28,7 +29,7 @@ from serving.paths import CODE_ROOT
 READY_TIMEOUT_S = 120.0
 
 
-class BareStartError(RuntimeError):
+class BareStartError(VariantStartError):
     """The bare server did not come up; the message has its log's last lines."""
 
 

@@ -150,6 +150,26 @@ def running(
     return running_variant(variant_spec(spec, variant, 1), settings, log_path)
 
 
+def sweep(
+    configuration: Path_,
+    spec: ModelSpec,
+    settings: SimulationSettings,
+    log_path: Path,
+    levels: Sequence[int],
+    repetition: int,
+    warm_up_s: float,
+    measure_s: float,
+    adaptive: bool,
+    on_point: Callable[[Point], None] | None = None,
+) -> tuple[list[Point], str]:
+    """Start the configuration, sweep it (`measure`), stop it."""
+    with running(configuration, spec, settings, log_path) as endpoint:
+        return measure(
+            configuration, endpoint, spec.name, levels, repetition, warm_up_s, measure_s,
+            adaptive, on_point,
+        )  # fmt: skip
+
+
 def curves(points: Sequence[Point]) -> list[Curve]:
     """Each configuration's curve: per level the median and min-max over repetitions; its
     knee and peak."""

@@ -23,13 +23,14 @@ routing, streaming) under the planner's engine timings, not a GPU.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import Field
 
@@ -51,6 +52,8 @@ from serving.local.runtime.local_ray import READY_PREFIX
 from serving.local.runtime.progress import QUIET, STATE_PREFIX, RunProgress
 from serving.spec.parts import Autoscaling, FastPaths, Router, RouterKind
 from serving.spec.profile import ModelSpec
+
+T = TypeVar("T")
 
 
 class Variant(Frozen):
@@ -260,44 +263,74 @@ def run_variant(
     for name in variant.workloads:
         if name not in workloads:
             continue
-        workload = workloads[name]
         log_path = log_dir / f"{variant.name.replace('/', '_')}-{name}-{repetition}.log"
-        compiled = variant_spec(spec, variant, replicas)
-        if variant.bare_vllm:
-            from serving.local.bench.real_engine import running_bare_vllm
-
-            progress.configuration(variant.name, name, workload.requests, "a bare vLLM server")
-            starting = running_bare_vllm(compiled, log_path)
-        else:
-            progress.configuration(variant.name, name, workload.requests, "a local Ray")
-            starting = running_variant(
-                compiled, settings, log_path, engine=engine, on_state=progress.state
-            )
-        with starting as endpoint:
-            progress.state("answering; warming up")
-            warmup = Workload(
-                name="decode-heavy", input_tokens=8, output_tokens=4,
-                requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
-            )  # fmt: skip
-            warmed = run_load(
-                endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS
-            ).results
-            # The engine's counters once the warm-up shows in them: the load's figures are
-            # what changes from here.
-            urls = metrics_urls(endpoint)
-            before = settled(urls, spec.name, sum(r.ok for r in warmed)) if urls else None
-            progress.ready()
-            load = run_load(
-                endpoint,
-                build_requests(workload, spec.name),
-                workload.concurrency,
-                progress.request_done,
-            )
-            figures = figures_after(urls, spec.name, before, sum(r.ok for r in load.results))
-            progress.stopping()
-        progress.stopped()
-        report = summarize(variant.name, name, load.results, load.duration_s, replicas, figures)
-        reports.append(
-            report.model_copy(update={"repetition": repetition, "load_generator": load.isolation})
-        )
+        one = functools.partial(
+            _workload, spec, variant, name, workloads[name], settings, replicas, log_path,
+            progress, engine,
+        )  # fmt: skip
+        report = retried_start(one, progress)
+        reports.append(report.model_copy(update={"repetition": repetition}))
     return reports
+
+
+# A local Ray that does not come up on a machine other work holds (its metrics agent silent
+# for 30 s under a load average of 14, seen here) is started once more before the run fails.
+START_ATTEMPTS = 2
+
+
+def retried_start(run: Callable[[], T], progress: RunProgress = QUIET) -> T:
+    """`run`, once more if its application did not start: nothing was measured yet."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return run()
+        except VariantStartError:
+            if attempt == START_ATTEMPTS:
+                raise
+            progress.state("the application did not start; starting it again")
+    raise AssertionError("unreachable")
+
+
+def _workload(
+    spec: ModelSpec,
+    variant: Variant,
+    name: WorkloadName,
+    workload: Workload,
+    settings: SimulationSettings | None,
+    replicas: int,
+    log_path: Path,
+    progress: RunProgress,
+    engine: Engine,
+) -> WorkloadReport:
+    """One workload on a freshly started application, warmed up first."""
+    compiled = variant_spec(spec, variant, replicas)
+    if variant.bare_vllm:
+        from serving.local.bench.real_engine import running_bare_vllm
+
+        progress.configuration(variant.name, name, workload.requests, "a bare vLLM server")
+        starting = running_bare_vllm(compiled, log_path)
+    else:
+        progress.configuration(variant.name, name, workload.requests, "a local Ray")
+        starting = running_variant(
+            compiled, settings, log_path, engine=engine, on_state=progress.state
+        )
+    with starting as endpoint:
+        progress.state("answering; warming up")
+        warmup = Workload(
+            name="decode-heavy", input_tokens=8, output_tokens=4,
+            requests=WARMUP_REQUESTS, concurrency=WARMUP_REQUESTS,
+        )  # fmt: skip
+        warmed = run_load(endpoint, build_requests(warmup, spec.name, seed=0), WARMUP_REQUESTS)
+        # The engine's counters once the warm-up shows in them: the load's figures are what
+        # changes from here.
+        urls = metrics_urls(endpoint)
+        before = settled(urls, spec.name, sum(r.ok for r in warmed.results)) if urls else None
+        progress.ready()
+        load = run_load(
+            endpoint, build_requests(workload, spec.name), workload.concurrency,
+            progress.request_done,
+        )  # fmt: skip
+        figures = figures_after(urls, spec.name, before, sum(r.ok for r in load.results))
+        progress.stopping()
+    progress.stopped()
+    report = summarize(variant.name, name, load.results, load.duration_s, replicas, figures)
+    return report.model_copy(update={"load_generator": load.isolation})
