@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pydantic import Field
 
 from serving.frozen import Frozen
-from serving.local.bench.stats import Pair, WorkloadReport
+from serving.local.bench.stats import Pair, WorkloadReport, figure
 
 NO_DIFFERENCE = "no difference measured"
 
@@ -73,13 +73,8 @@ def figure_spread(
 
 
 def field_value(name: str) -> Callable[[WorkloadReport], float | None]:
-    """A report's field by name, as a number (None where the report has none)."""
-
-    def value(report: WorkloadReport) -> float | None:
-        found = getattr(report, name)
-        return None if found is None else float(found)
-
-    return value
+    """A report's figure by its dotted name, as a number (None where the report has none)."""
+    return lambda report: figure(report, name)
 
 
 def headline_spreads(

@@ -54,6 +54,11 @@ class Percentiles(Frozen):
         default=None, description="Values behind the figures (None in reports written before)."
     )
 
+    @property
+    def p99_or_max(self) -> float | None:
+        """The p99 where the samples resolve it, else the maximum."""
+        return self.tail()[0]
+
     def tail(self, name: str = "p99") -> tuple[float | None, str]:
         """The named percentile where the samples resolve it, else the maximum, and which."""
         value = getattr(self, name)
@@ -166,7 +171,8 @@ def summarize(
 
 
 class Pair(NamedTuple):
-    """A ratio of two configurations' figures: (variant, workload) over (variant, workload)."""
+    """A ratio of two configurations' figures: (variant, workload) over (variant, workload);
+    `field` a report's attribute, dotted into its parts ("ttft_s.p50")."""
 
     numerator: tuple[str, str]
     denominator: tuple[str, str]
@@ -179,18 +185,32 @@ def pair_ratios(reports: Sequence[WorkloadReport], pairs: Mapping[str, Pair]) ->
     found: dict[str, float] = {}
     for name, pair in pairs.items():
         top, bottom = by.get(pair.numerator), by.get(pair.denominator)
-        if top is not None and bottom is not None and getattr(bottom, pair.field):
-            found[name] = getattr(top, pair.field) / getattr(bottom, pair.field)
+        if top is None or bottom is None:
+            continue
+        above, below = figure(top, pair.field), figure(bottom, pair.field)
+        if above is not None and below:
+            found[name] = above / below
     return found
+
+
+def figure(report: WorkloadReport, field: str) -> float | None:
+    """A report's figure by its dotted name ("requests_per_s", "ttft_s.p50")."""
+    value: object = report
+    for part in field.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return float(value)  # type: ignore[arg-type]
 
 
 def simulated_pairs() -> dict[str, Pair]:
     """The simulated bench's comparisons: fast paths on/off; each router/power of two."""
     on, off = "fast-paths-on/power-of-two", "fast-paths-off/power-of-two"
-    pairs = {
-        f"{w}: fast paths on/off, requests/s": Pair((on, w), (off, w))
-        for w in ("decode-heavy", "prefill-heavy")
-    }
+    pairs = {}
+    for w in ("decode-heavy", "prefill-heavy"):
+        pairs[f"{w}: fast paths on/off, requests/s"] = Pair((on, w), (off, w))
+        pairs[f"{w}: fast paths on/off, TTFT p50"] = Pair((on, w), (off, w), "ttft_s.p50")
+        pairs[f"{w}: fast paths on/off, ITL p99"] = Pair((on, w), (off, w), "itl_s.p99_or_max")
     for workload in SHARED_PREFIX_WORKLOADS:
         for label, variant in ROUTERS.items():
             pairs[f"{workload}: {label}/power of two, requests/s"] = Pair(

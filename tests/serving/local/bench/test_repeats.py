@@ -74,3 +74,16 @@ def test_p99_needs_a_hundred_samples_else_the_maximum_is_shown_and_called_that()
     many = percentiles([float(i) for i in range(1, 201)])
     assert many.tail() == (199.0, "p99")  # int(0.99 x 200) = 198, from 0
     assert percentiles([1.0] * 9).p90 is None
+
+
+def test_a_latency_ratio_reads_the_named_percentile_or_the_maximum_short_of_samples() -> None:
+    on, off = _report(ON, 10.0, 0), _report(OFF, 5.0, 0)
+    on = on.model_copy(update={"itl_s": percentiles([0.001] * 50 + [0.004])})
+    off = off.model_copy(update={"itl_s": percentiles([0.002] * 50 + [0.016])})
+    pairs = {
+        "ttft": Pair((ON, "decode-heavy"), (OFF, "decode-heavy"), "ttft_s.p50"),
+        "itl tail": Pair((ON, "decode-heavy"), (OFF, "decode-heavy"), "itl_s.p99_or_max"),
+    }
+    found = pair_ratios([on, off], pairs)
+    assert found["ttft"] == pytest.approx(1.0)  # both reports' TTFT p50 is 0.1 s
+    assert found["itl tail"] == pytest.approx(0.004 / 0.016)  # 51 samples: the maxima
