@@ -227,8 +227,10 @@ def test_the_bench_reads_the_engines_metrics_as_the_dashboard_does(live: Live) -
     assert report["cache_hit_rate"] == engine["prefix_hit_rate"] > 0
     # Each request's first token reached the engine's clock before the client's, so the
     # engine's median falls at or below the top of the TTFT bucket holding the client's median;
-    # and it had left the queue before, so likewise for the queue time's p99.
-    client_p50, client_p99 = report["ttft_s"]["p50"], report["ttft_s"]["p99"]
+    # and it had left the queue before, so likewise for the queue time's p99 (below the client's
+    # maximum where its samples are too few for a p99).
+    ttft = report["ttft_s"]
+    client_p50, client_tail = ttft["p50"], ttft["p99"] if ttft["p99"] is not None else ttft["max"]
     assert 0 < engine["ttft_p50_s"] <= min(b for b in TTFT_BUCKETS_S if b >= client_p50)
-    bound = min(b for b in REQUEST_LATENCY_BUCKETS_S if b >= client_p99)
+    bound = min(b for b in REQUEST_LATENCY_BUCKETS_S if b >= client_tail)
     assert 0 < engine["queue_p99_s"] <= bound
