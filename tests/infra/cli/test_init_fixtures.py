@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import copy_repo
-from importer_support import FIXTURES, HF_CONFIGS, config_dict
+from importer_support import FIXTURES, HF_CONFIGS, deepseek_v3_2_config
 from pulumi_policy import EnforcementLevel
 
 from infra.cli.init import init_model
@@ -28,13 +28,8 @@ V3_2 = "deepseek-ai__DeepSeek-V3.2-Exp"
 def _config(fixture: str, root: Path) -> Path:
     if fixture != V3_2:
         return HF_CONFIGS / fixture / "config.json"
-    # V3.2-Exp's config is V3's with the sparse indexer (tests/serving/plan/test_kv_cache.py).
-    data = config_dict("deepseek-ai__DeepSeek-V3") | {
-        "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
-        "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048,
-    }  # fmt: skip
     path = root / "v3.2-config.json"
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(deepseek_v3_2_config()))
     return path
 
 

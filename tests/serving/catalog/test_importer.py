@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from importer_support import FIXTURES, as_file, config_dict, fixture_file
+from importer_support import FIXTURES, as_file, config_dict, deepseek_v3_2_config, fixture_file
 
 from serving import catalog
 from serving.catalog.importer import MAX_CONFIG_BYTES, import_architecture, parse_json
@@ -130,12 +130,7 @@ class TestFamilies:
         assert import_architecture(as_file(data)).q_lora_rank == 1536
 
     def test_deepseek_v3_2_adds_its_sparse_indexer(self) -> None:
-        # DeepSeek-V3.2-Exp's config is V3's plus the indexer's fields and its own type.
-        data = config_dict("deepseek-ai__DeepSeek-V3") | {
-            "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
-            "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048,
-        }  # fmt: skip
-        arch = import_architecture(as_file(data))
+        arch = import_architecture(as_file(deepseek_v3_2_config()))
         assert arch.attention_layers is not None
         (run,) = arch.attention_layers
         assert (run.kind, run.indexer_topk, run.indexer_head_dim) == ("mla", 2048, 128)

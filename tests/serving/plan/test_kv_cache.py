@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from importer_support import FIXTURES, as_file, config_dict, fixture_file
+from importer_support import FIXTURES, as_file, config_dict, deepseek_v3_2_config, fixture_file
 from planner_support import spec
 
 from serving.catalog.importer import import_architecture
@@ -30,20 +30,6 @@ def imported(fixture: str, **fields: Any) -> ModelSpec:
 def _spec(arch: dict[str, Any], **fields: Any) -> ModelSpec:
     length = min(LENGTH, arch["max_position_embeddings"])  # Phi-4: 16,384
     return spec(architecture=arch, max_model_len=length, max_num_batched_tokens=8192, **fields)
-
-
-def deepseek_v3_2() -> dict[str, Any]:
-    """DeepSeek-V3.2-Exp's config.json is DeepSeek-V3's with the sparse indexer's three fields
-    and its own architecture name (https://huggingface.co/deepseek-ai/DeepSeek-V3.2-Exp)."""
-    data = config_dict("deepseek-ai__DeepSeek-V3")
-    data |= {
-        "architectures": ["DeepseekV32ForCausalLM"],
-        "model_type": "deepseek_v32",
-        "index_head_dim": 128,
-        "index_n_heads": 64,
-        "index_topk": 2048,
-    }
-    return data
 
 
 # (fixture, per token, per sequence), worked below.
@@ -114,7 +100,7 @@ def test_each_family_holds_what_vllm_allocates(
 
 
 def test_deepseek_v3_2_caches_the_indexers_keys_beside_the_latent() -> None:
-    arch = import_architecture(as_file(deepseek_v3_2())).model_dump()
+    arch = import_architecture(as_file(deepseek_v3_2_config())).model_dump()
     # BF16: 61 x (576 x 2 + 128 + 4 scale bytes) = 61 x 1,284 = 78,324.
     assert memory(_spec(arch), Parallelism(tensor=8)).kv_cache_bytes_per_token == 78_324
     # FP8: the sparse backend (FlashMLA) stores DeepSeek's 656-byte fp8_ds_mla token:
