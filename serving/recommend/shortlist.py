@@ -46,8 +46,7 @@ def shortlist(
     if in_running:
         winner: Candidate | None = in_running[0]
         ties = sum(1 for c in in_running if c.tie)
-        shown = in_running[: min(MAX_SHOWN, max(TOP_FEW, 1 + ties))]
-        shown = _with_every_gpu(shown, in_running)
+        shown = _top_with_every_gpu(in_running, min(MAX_SHOWN, max(TOP_FEW, 1 + ties)))
         why = (
             f"the cheapest per million output tokens of the {len(in_running)} layouts that meet "
             f"{targets}, out of {len(ranked)} planned"
@@ -63,6 +62,16 @@ def shortlist(
     if show_all:
         return Shortlist(winner, list(ranked), why, changes)
     return Shortlist(winner, shown, why, changes, _not_shown(ranked, shown))
+
+
+def _top_with_every_gpu(in_running: list[Candidate], top: int) -> list[Candidate]:
+    """The first `top` rows plus every other GPU's cheapest, at most MAX_SHOWN in all: the
+    runners-up give way to the other GPUs, since a near-tie says less than a GPU not seen."""
+    shown = _with_every_gpu(in_running[:top], in_running)
+    while len(shown) > MAX_SHOWN and top > 1:
+        top -= 1
+        shown = _with_every_gpu(in_running[:top], in_running)
+    return shown
 
 
 def _with_every_gpu(shown: list[Candidate], in_running: list[Candidate]) -> list[Candidate]:

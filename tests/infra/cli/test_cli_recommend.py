@@ -115,8 +115,12 @@ def test_recommend_with_a_misspelt_architecture_suggests_the_nearest(pristine: P
 
 
 def _table_rows(stdout: str) -> list[str]:
-    """The first cells (rank) of a rich table's rows; continuation lines have an empty one."""
-    cells = [line.split("│")[1].strip() for line in stdout.splitlines() if line.startswith("│")]
+    """The first cells (rank) of the first rich table's rows (the candidates; the capacity
+    chain's table follows it); continuation lines have an empty one."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("┏"))
+    end = next(i for i, line in enumerate(lines) if i > start and line.startswith("└"))
+    cells = [line.split("│")[1].strip() for line in lines[start:end] if line.startswith("│")]
     return [cell for cell in cells if cell]
 
 

@@ -101,3 +101,19 @@ def test_with_nothing_meeting_the_targets_there_is_no_winner_and_no_refused_row(
     assert answer.winner is None and answer.shown
     assert all(c.refused_by is None and not c.meets_targets for c in answer.shown)
     assert "none of the" in answer.why
+
+
+def test_with_every_row_a_tie_the_other_gpus_still_fit_in_ten_rows(
+    shipped_70b: ModelSpec,
+) -> None:
+    # Near-ties fill the list up to its cap; the other GPUs' cheapest rows then push runners-up
+    # out rather than the list past MAX_SHOWN.
+    ranked = recommend(shipped_70b, ITL, TTFT)
+    ranked = [c.model_copy(update={"tie": c.meets_targets and c.rank > 1}) for c in ranked]
+    in_running = [c for c in ranked if c.meets_targets]
+    gpus = {c.accelerator for c in in_running}
+    assert len(in_running) > MAX_SHOWN and 1 < len(gpus) < MAX_SHOWN
+    answer = shortlist(ranked, ITL, TTFT)
+    assert len(answer.shown) == MAX_SHOWN
+    assert {c.accelerator for c in answer.shown} == gpus
+    assert answer.shown[0] is in_running[0]
