@@ -124,3 +124,14 @@ def median_repetition(group: Sequence[WorkloadReport]) -> WorkloadReport:
     one whose figures a table or chart shows where it shows one."""
     ordered = sorted(group, key=lambda r: r.requests_per_s)
     return ordered[(len(ordered) - 1) // 2]
+
+
+def within(figure: RatioSpread | Spread, value: float) -> bool:
+    """`value` lies inside the figure's min–max over its repetitions."""
+    return figure.low <= value <= figure.high
+
+
+def reproduces(first: RatioSpread | Spread, second: RatioSpread | Spread) -> bool:
+    """Two runs of the same command agree on a figure: each run's median lies inside the other
+    run's spread. (One way only would let a run with a wide spread vouch for any rerun.)"""
+    return within(first, second.median) and within(second, first.median)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from infra.cli.bench_report import spread_text
-from serving.local.bench.repeats import headline_spreads, median_repetition, spread
+from serving.local.bench.repeats import headline_spreads, median_repetition, reproduces, spread
 from serving.local.bench.stats import Pair, WorkloadReport, pair_ratios, percentiles
 
 ON, OFF = "fast-paths-on/power-of-two", "fast-paths-off/power-of-two"
@@ -87,3 +87,15 @@ def test_a_latency_ratio_reads_the_named_percentile_or_the_maximum_short_of_samp
     found = pair_ratios([on, off], pairs)
     assert found["ttft"] == pytest.approx(1.0)  # both reports' TTFT p50 is 0.1 s
     assert found["itl tail"] == pytest.approx(0.004 / 0.016)  # 51 samples: the maxima
+
+
+def test_a_rerun_reproduces_only_when_each_median_lies_in_the_other_runs_spread() -> None:
+    off = [10.0, 10.0, 10.0]
+    first = _headline([12.0, 10.0, 11.0], off)["figure"]  # 1.1x (1.0x–1.2x)
+    close = _headline([11.5, 10.5, 11.0], off)["figure"]  # 1.1x (1.05x–1.15x)
+    assert reproduces(first, close) and reproduces(close, first)
+    # A wide rerun, 1.3x (0.9x–3.0x), holds the first run's median, but its own median lies
+    # outside the first run's spread: a wide spread does not vouch for a rerun.
+    wide = _headline([30.0, 9.0, 13.0], off)["figure"]
+    assert wide.low <= first.median <= wide.high
+    assert not reproduces(first, wide) and not reproduces(wide, first)
