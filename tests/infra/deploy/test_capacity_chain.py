@@ -82,12 +82,34 @@ class TestTheComputeClass:
         (resource,) = of_type(COMPUTE_CLASS)
         assert resource.inputs["spec"] == built["spec"]
 
-    def test_the_schema_refuses_a_misspelt_field(self) -> None:
+    @pytest.mark.parametrize(
+        ("where", "key", "value", "refusal"),
+        [
+            # A misspelt field: GKE's CRD refuses what it does not name.
+            (("priorities", 1, "flexStart"), "enable", True, "'enable' was unexpected"),
+            # The node pool API's field, which a priority does not know.
+            (("priorities", 0), "reservationAffinity", {"consumeReservationType": "SPECIFIC"},
+             "'reservationAffinity' was unexpected"),
+            # The stack file's spellings, which the renderer maps to GKE's.
+            (("priorities", 0, "reservations"), "affinity", "specific",
+             "'specific' is not one of ['Specific', 'AnyBestEffort', 'None']"),
+            (("priorities", 0, "gpu"), "driverVersion", "LATEST",
+             "'LATEST' is not one of ['default', 'latest']"),
+            ((), "whenUnsatisfiable", "DoNotScale", "'DoNotScale' is not one of"),
+        ],
+    )  # fmt: skip
+    def test_the_schema_refuses_what_the_crd_does(
+        self, where: tuple[str | int, ...], key: str, value: Any, refusal: str
+    ) -> None:
         (resource,) = of_type(COMPUTE_CLASS)
         broken = json.loads(json.dumps(resource.inputs))
-        broken["spec"]["priorities"][1]["flexStart"] = {"enable": True}
-        with pytest.raises(jsonschema.ValidationError):
-            validate_compute_class(broken)
+        target = broken["spec"]
+        for step in where:
+            target = target[step]
+        target[key] = value
+        validator = jsonschema.Draft7Validator(json.loads(SCHEMA.read_text()))
+        messages = [error.message for error in validator.iter_errors(broken)]
+        assert any(refusal in message for message in messages), messages
 
 
 class TestItsNodePools:
