@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from types import SimpleNamespace
 from typing import Any
 
@@ -170,15 +171,22 @@ print(json.dumps(built))
 
 
 def build_with_rays_builders(apps: list[dict[str, Any]], env: dict[str, str]) -> Any:
-    result = subprocess.run(
-        [sys.executable, "-c", BUILD_SCRIPT],
-        input=json.dumps(apps),
-        env={**os.environ, **env, "HF_HUB_OFFLINE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    # Ray's builders start a local Ray in that process, which writes its session under Ray's
+    # default place (/tmp/ray) unless told otherwise: that is what the local runs' check of
+    # /tmp watches, and CI runs this beside them. A place of its own, short enough for Ray's
+    # socket paths, removed with everything in it.
+    with tempfile.TemporaryDirectory(
+        prefix="ss-build-", dir="/tmp", ignore_cleanup_errors=True
+    ) as ray_tmp:
+        result = subprocess.run(
+            [sys.executable, "-c", BUILD_SCRIPT],
+            input=json.dumps(apps),
+            env={**os.environ, **env, "HF_HUB_OFFLINE": "1", "RAY_TMPDIR": ray_tmp},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
