@@ -73,6 +73,10 @@ def _priority(step: ClassStep) -> dict[str, Any]:
         gpu["driverVersion"] = _DRIVER[step.driver_version]
     priority: dict[str, Any] = {"machineType": machine.name, "gpu": gpu}
     if step.mode == "reservation":
+        if step.reservation_affinity == "specific" and step.reservation is None:
+            # GKE's CRD refuses a Specific affinity that names no reservation (a CEL rule the
+            # schema's validator does not run): never render one.
+            raise ValueError(f"{step.machine_type}: a specific reservation step names none")
         reservations: dict[str, Any] = {"affinity": _AFFINITY[step.reservation_affinity]}
         if step.reservation is not None:
             reservations["specific"] = [{"name": step.reservation}]

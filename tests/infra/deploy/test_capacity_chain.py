@@ -269,3 +269,16 @@ def test_a_bad_chain_is_refused_naming_its_key(
     assert refused.value.field.startswith("servestack:gpu_pools.a3-ultragpu-8g.capacity")
     assert field in refused.value.field
     assert words in refused.value.render()
+
+
+def test_a_specific_reservation_step_without_its_name_is_never_rendered() -> None:
+    from infra.kube.compute_class import ClassStep, compute_class
+
+    step = ClassStep(machine_type="a3-ultragpu-8g", mode="reservation")
+    with pytest.raises(ValueError, match="names none"):
+        compute_class("c", [step])
+    named = compute_class("c", [ClassStep("a3-ultragpu-8g", "reservation", reservation="r")])
+    assert named["spec"]["priorities"][0]["reservations"] == {
+        "affinity": "Specific",
+        "specific": [{"name": "r"}],
+    }
