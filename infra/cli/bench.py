@@ -194,8 +194,8 @@ def bench_spreads(
     engine: str, reports: Sequence[bench_stats.WorkloadReport], ideal: Mapping[str, float]
 ) -> dict[str, Any]:
     """The headline figures over the run's repetitions: each a median with its min-max, a
-    ratio of two configurations as the ratio of their medians and whether their spreads are
-    apart (`serving.local.bench.repeats`)."""
+    ratio of two configurations the median of the repetitions' own ratios, with whether their
+    spreads are apart (`serving.local.bench.repeats`)."""
     from serving.local.bench import repeats
 
     return repeats.headline_spreads(

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from serving.frozen import Frozen
 from serving.local.bench import loadgen
-from serving.local.bench.repeats import RatioSpread, Spread, spread
+from serving.local.bench.repeats import RatioSpread, Spread, paired_ratio, spread
 from serving.local.bench.runner import Variant, running_variant, variant_spec
 from serving.local.bench.workloads import Workload, build_requests
 from serving.local.engine.simulation import SimulationSettings, settings_from_plan
@@ -232,18 +232,13 @@ RATIOS: dict[str, tuple[Path_, Path_]] = {
 
 
 def capacity_ratios(points: Sequence[Point]) -> dict[str, RatioSpread]:
-    """Capacity over capacity: the ratio of the medians over repetitions, the min-max of the
-    repetitions' own ratios, and whether the two capacities' spreads are apart."""
+    """Capacity over capacity: the median and min-max of the repetitions' own ratios, and
+    whether the two capacities' spreads are apart (`repeats.paired_ratio`)."""
     found = {}
     for name, (top_name, bottom_name) in RATIOS.items():
         tops, bottoms = capacities(points, top_name), capacities(points, bottom_name)
         each = [a / b for a, b in zip(tops, bottoms, strict=False) if b]
         if not each:
             continue
-        top, bottom = spread(tops), spread(bottoms)
-        found[name] = RatioSpread(
-            median=top.median / bottom.median, low=min(each), high=max(each),
-            repetitions=len(each), differs=not top.overlaps(bottom),
-            numerator=top, denominator=bottom,
-        )  # fmt: skip
+        found[name] = paired_ratio(each, spread(tops), spread(bottoms))
     return found

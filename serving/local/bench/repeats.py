@@ -1,9 +1,10 @@
 """Figures over repetitions: every benchmark runs each configuration several times, interleaved
 (A B C A B C ...), so that a slow minute of a shared machine falls on every configuration rather
 than on one. Per figure the median and the spread (min-max over the repetitions); per ratio the
-ratio of the medians with the min-max of the repetitions' own ratios (A/B of the same
-repetition, run minutes apart). Where the two figures' spreads overlap, no difference was
-measured, whatever the medians say.
+median and min-max of the repetitions' own ratios (A/B of the same repetition, run minutes
+apart: a slow minute slows both sides of one ratio, where a ratio of two medians could pair a
+slow repetition of A with a quick one of B). Where the two figures' spreads overlap, no
+difference was measured, whatever the ratio says.
 """
 
 from __future__ import annotations
@@ -41,10 +42,9 @@ def spread(values: Sequence[float]) -> Spread:
 
 
 class RatioSpread(Frozen):
-    """A headline figure over repetitions. For a ratio of two configurations: the ratio of
-    their medians, the min-max of the repetitions' ratios, and whether the two figures' spreads
-    are apart (`differs`); for another figure (a hit rate): its median and min-max, `differs`
-    None."""
+    """A headline figure over repetitions. For a ratio of two configurations: the median and
+    min-max of the repetitions' own ratios, and whether the two figures' spreads are apart
+    (`differs`); for another figure (a hit rate): its median and min-max, `differs` None."""
 
     median: float
     low: float
@@ -53,6 +53,15 @@ class RatioSpread(Frozen):
     differs: bool | None = None
     numerator: Spread | None = None
     denominator: Spread | None = None
+
+
+def paired_ratio(each: Sequence[float], top: Spread, bottom: Spread) -> RatioSpread:
+    """A ratio of two configurations over the repetitions: `each` holds one repetition's A/B
+    apiece; `top` and `bottom` are A's and B's figures, whose spreads say whether they differ."""
+    return RatioSpread(
+        median=statistics.median(each), low=min(each), high=max(each), repetitions=len(each),
+        differs=not top.overlaps(bottom), numerator=top, denominator=bottom,
+    )  # fmt: skip
 
 
 def by_repetition(reports: Sequence[WorkloadReport]) -> dict[int, list[WorkloadReport]]:
@@ -82,8 +91,8 @@ def headline_spreads(
     headline: Callable[[Sequence[WorkloadReport]], Mapping[str, float]],
     pairs: Mapping[str, Pair],
 ) -> dict[str, RatioSpread]:
-    """`headline` (the bench's ratios of one repetition) over every repetition, with the pairs'
-    ratios taken as ratios of medians."""
+    """`headline` (the bench's ratios of one repetition) over every repetition; a pair's ratio
+    also says whether its two figures differ (`paired_ratio`)."""
     per_repetition = [headline(group) for group in by_repetition(reports).values()]
     names = list(dict.fromkeys(name for found in per_repetition for name in found))
     out: dict[str, RatioSpread] = {}
@@ -94,12 +103,8 @@ def headline_spreads(
         if pair is not None:
             top = figure_spread(reports, pair.numerator, field_value(pair.field))
             bottom = figure_spread(reports, pair.denominator, field_value(pair.field))
-        if top is not None and bottom is not None and bottom.median:
-            out[name] = RatioSpread(
-                median=top.median / bottom.median, low=min(values), high=max(values),
-                repetitions=len(values), differs=not top.overlaps(bottom),
-                numerator=top, denominator=bottom,
-            )  # fmt: skip
+        if top is not None and bottom is not None:
+            out[name] = paired_ratio(values, top, bottom)
         else:
             out[name] = RatioSpread(
                 median=statistics.median(values), low=min(values), high=max(values),

@@ -1,5 +1,5 @@
 """Figures over interleaved repetitions: the median and min–max of each configuration's figure,
-a ratio as the ratio of the medians with the min–max of the repetitions' own ratios, "no
+a ratio as the median and min–max of the repetitions' own ratios, "no
 difference measured" where the two spreads overlap; percentiles only where the samples resolve
 them (a p99 needs 100), the maximum, labelled so, where they do not."""
 
@@ -41,15 +41,24 @@ def _headline(on: list[float], off: list[float]) -> dict[str, object]:
     return {"figure": spreads[RATIO], "text": spread_text(RATIO, spreads[RATIO])}
 
 
-def test_a_ratio_is_the_ratio_of_medians_with_the_repetitions_ratios_as_its_spread() -> None:
+def test_a_ratio_is_the_median_of_the_repetitions_ratios_with_their_spread() -> None:
     found = _headline(on=[12.0, 10.0, 11.0], off=[6.0, 5.5, 4.0])
     figure = found["figure"]
-    assert figure.median == pytest.approx(11.0 / 5.5)  # type: ignore[attr-defined]
+    assert figure.median == pytest.approx(12.0 / 6.0)  # type: ignore[attr-defined]
     # Each repetition's own ratio: 12/6, 10/5.5, 11/4.
     assert figure.low == pytest.approx(10.0 / 5.5)  # type: ignore[attr-defined]
     assert figure.high == pytest.approx(11.0 / 4.0)  # type: ignore[attr-defined]
     assert figure.repetitions == 3 and figure.differs is True  # type: ignore[attr-defined]
     assert found["text"] == "2.00x (1.82x–2.75x)"
+
+
+def test_a_ratio_pairs_each_repetition_with_its_own_not_the_medians() -> None:
+    """The repetitions' own ratios are 1.0x, 1.0x and 1.67x: the ratio is their median, 1.0x,
+    where the ratio of the medians (20 over 12) would pair two different repetitions and read
+    1.67x."""
+    figure = _headline(on=[10.0, 40.0, 20.0], off=[10.0, 40.0, 12.0])["figure"]
+    assert figure.median == pytest.approx(1.0)  # type: ignore[attr-defined]
+    assert (figure.low, figure.high) == pytest.approx((1.0, 20.0 / 12.0))  # type: ignore[attr-defined]
 
 
 def test_overlapping_spreads_say_no_difference_was_measured() -> None:
