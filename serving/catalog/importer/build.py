@@ -25,7 +25,7 @@ from serving.catalog.importer.layers import (
     layer_kinds,
     moe_layers,
 )
-from serving.catalog.importer.quantization import weight_dtypes
+from serving.catalog.importer.quantization import quantization_block, weight_dtypes
 from serving.catalog.importer.reading import Fields, JsonFile, check_shape_fields
 from serving.catalog.importer.upstream import check_served_by_vllm, transformers_config
 from serving.catalog.models import BYTES_PER_WEIGHT, Architecture
@@ -84,7 +84,7 @@ def import_architecture(
             * per_weight[weight_dtype]
             + counts.routed_experts * per_weight[expert_dtype or weight_dtype]
         )
-        sixteen_bit = "quantization_config" not in raw and _torch_dtype(raw) in SIXTEEN_BIT
+        sixteen_bit = quantization_block(raw) is None and _torch_dtype(raw) in SIXTEEN_BIT
         facts = read_index(index, sixteen_bit)
         total = checked_total(facts, index, layers, counts.total, shape_bytes)
     bounded = sum(kind in BOUNDED_KINDS for kind in kinds)
@@ -174,8 +174,8 @@ def _torch_dtype(raw: dict[str, Any]) -> Any:
 
 def _dtypes(raw: dict[str, Any], file: str) -> tuple[str, str | None, int | None]:
     """(weights, experts) dtypes as published, and an int4 checkpoint's group size."""
-    quantization = raw.get("quantization_config")
-    if quantization is None:
+    found = quantization_block(raw)
+    if found is None:
         dtype = _torch_dtype(raw)
         if dtype not in SIXTEEN_BIT:
             raise ServestackError(
@@ -184,4 +184,5 @@ def _dtypes(raw: dict[str, Any], file: str) -> tuple[str, str | None, int | None
                 "declares itself in quantization_config",
             )  # fmt: skip
         return "bf16", None, None
-    return weight_dtypes(quantization, file)
+    quantization, field = found
+    return weight_dtypes(quantization, file, field)

@@ -12,10 +12,18 @@ planner only needs the bytes a weight takes and the math it runs in:
 
 Anything else (INT8 W8A8, NVFP4, other bit widths, per-channel groups, mixed schemes) is refused
 with the field named.
+
+The block is found where vLLM looks for it (`ModelArchConfigConvertor.get_quantization_config`
+and `weight_utils.get_quant_config`): `quantization_config`, else compressed-tensors' older
+`compression_config`, else a multimodal model's `text_config.quantization_config`; and its
+`quant_method` is read as vLLM normalizes it (lower case, `compressed_tensors` spelled
+`compressed-tensors`). A checkpoint that declares itself anywhere vLLM reads is never sized as
+16-bit weights.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from serving.errors import ServestackError
@@ -27,22 +35,51 @@ MAX_GROUP = 1 << 20
 SIZED = "fp8, mxfp4, 4-bit awq and gptq, and compressed-tensors FP8 or W4A16"
 
 
-def weight_dtypes(quantization: Any, file: str) -> tuple[str, str | None, int | None]:
-    """(weights, experts, int4 group size) of a checkpoint whose config has `quantization`."""
+def quantization_block(config: Mapping[str, Any]) -> tuple[Any, str] | None:
+    """The config's quantization block and its field name, where vLLM finds one (None: the
+    checkpoint declares none)."""
+    text = config.get("text_config")
+    places = [
+        (config.get("quantization_config"), "quantization_config"),
+        (config.get("compression_config"), "compression_config"),
+        (text.get("quantization_config") if isinstance(text, dict) else None,
+         "text_config.quantization_config"),
+    ]  # fmt: skip
+    return next(((block, name) for block, name in places if block is not None), None)
+
+
+def quant_method(quantization: Any) -> Any:
+    """`quant_method` as vLLM reads it: lower case, compressed_tensors as compressed-tensors."""
     method = quantization.get("quant_method") if isinstance(quantization, dict) else None
+    if isinstance(method, str):
+        return method.lower().replace("compressed_tensors", "compressed-tensors")
+    return method
+
+
+def weight_dtypes(
+    quantization: Any, file: str, field: str = "quantization_config"
+) -> tuple[str, str | None, int | None]:
+    """(weights, experts, int4 group size) of a checkpoint whose config has `quantization`
+    (read from `field`)."""
+    method = quant_method(quantization)
     if method in DIRECT:
         return (*DIRECT[method], None)
     if method in INT4_METHODS:
         assert isinstance(quantization, dict)
         bits, size = quantization.get("bits"), quantization.get("group_size")
-        return "int4", None, _int4_group(bits, size, file, "")
+        return "int4", None, _int4_group(bits, size, file, f"{field}.")
     if method == "compressed-tensors":
         assert isinstance(quantization, dict)
-        dtype, group = _compressed_tensors(quantization, file)
+        dtype, group = _compressed_tensors(quantization, file, field)
         return dtype, None, group
+    if not isinstance(quantization, dict):
+        raise ServestackError(
+            file, field, f"is {quantization!r}, not an object",
+            "pass the checkpoint's published config.json",
+        )  # fmt: skip
+    problem = "is missing" if method is None else f"is {method!r}"
     raise ServestackError(
-        file, "quantization_config.quant_method",
-        f"is {method!r}; servestack sizes {SIZED} checkpoints",
+        file, f"{field}.quant_method", f"{problem}; servestack sizes {SIZED} checkpoints",
         "use the model's BF16 checkpoint or one of those, or a catalog architecture",
     )  # fmt: skip
 
@@ -50,33 +87,35 @@ def weight_dtypes(quantization: Any, file: str) -> tuple[str, str | None, int | 
 def _int4_group(bits: Any, group: Any, file: str, prefix: str) -> int:
     if bits != 4:
         raise ServestackError(
-            file, f"quantization_config.{prefix}bits", f"is {bits!r}; servestack sizes 4-bit "
+            file, f"{prefix}bits", f"is {bits!r}; servestack sizes 4-bit "
             "integer weights", "use the model's 4-bit, FP8 or BF16 checkpoint",
         )  # fmt: skip
     if isinstance(group, bool) or not isinstance(group, int) or not 0 < group <= MAX_GROUP:
         raise ServestackError(
-            file, f"quantization_config.{prefix}group_size", f"is {group!r}; servestack sizes "
+            file, f"{prefix}group_size", f"is {group!r}; servestack sizes "
             "4-bit weights quantized in groups (a positive group_size; not per channel)",
             "use a checkpoint quantized in groups, e.g. group_size 128",
         )  # fmt: skip
     return group
 
 
-def _compressed_tensors(quantization: dict[str, Any], file: str) -> tuple[str, int | None]:
+def _compressed_tensors(
+    quantization: dict[str, Any], file: str, block: str
+) -> tuple[str, int | None]:
     """compressed-tensors: every config group's weights must be one scheme."""
     groups = quantization.get("config_groups")
     if not isinstance(groups, dict) or not groups:
         raise ServestackError(
-            file, "quantization_config.config_groups", "is missing or empty",
+            file, f"{block}.config_groups", "is missing or empty",
             "pass the checkpoint's published config.json",
         )  # fmt: skip
     schemes: set[tuple[str, int | None]] = set()
     for name, group in groups.items():
         weights = group.get("weights") if isinstance(group, dict) else None
-        field = f"config_groups.{name}.weights"
+        field = f"{block}.config_groups.{name}.weights"
         if not isinstance(weights, dict):
             raise ServestackError(
-                file, f"quantization_config.{field}", "is missing",
+                file, field, "is missing",
                 "pass the checkpoint's published config.json",
             )  # fmt: skip
         kind, bits = weights.get("type"), weights.get("num_bits")
@@ -86,13 +125,13 @@ def _compressed_tensors(quantization: dict[str, Any], file: str) -> tuple[str, i
             schemes.add(("int4", _int4_group(bits, weights.get("group_size"), file, f"{field}.")))
         else:
             raise ServestackError(
-                file, f"quantization_config.{field}",
+                file, field,
                 f"are {bits!r}-bit {kind!r} weights; servestack sizes {SIZED}",
                 "use the model's FP8, W4A16 or BF16 checkpoint",
             )  # fmt: skip
     if len(schemes) > 1:
         raise ServestackError(
-            file, "quantization_config.config_groups", "mixes weight schemes or group sizes",
+            file, f"{block}.config_groups", "mixes weight schemes or group sizes",
             "use a checkpoint quantized with one scheme",
         )  # fmt: skip
     return schemes.pop()

@@ -109,3 +109,18 @@ def test_an_oversized_file_on_disk_is_refused_before_it_is_read(tmp_path: Path) 
         read_model_files(folder, "model")
     assert caught.value.source == f"model/{INDEX_FILE}"
     assert f"more than the {MAX_INDEX_BYTES:,}" in caught.value.problem
+
+
+def test_an_fp8_checkpoint_declared_in_compression_config_is_weighed_as_fp8() -> None:
+    """compressed-tensors' older key: its index is weighed as FP8 weights, not read as a 16-bit
+    checkpoint of twice the size (which would refuse it as another model)."""
+    data = json.loads((HF_CONFIGS / LLAMA / "config.json").read_text())
+    data["compression_config"] = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"group_0": {"weights": {"type": "float", "num_bits": 8}}},
+    }
+    # Embeddings and head stay 16-bit: 2 x 128,256 x 4,096 x 2 bytes = 2,101,346,304; the other
+    # 6,979,588,096 parameters weigh a byte each.
+    fp8_bytes = 2_101_346_304 + 6_979_588_096
+    arch = import_architecture(as_file(data), llama_index(total_size=fp8_bytes))
+    assert arch.weight_dtype == "fp8" and arch.total_params == 8_030_261_248

@@ -116,3 +116,52 @@ def test_a_scheme_it_does_not_size_is_refused_with_its_field(
         _imported(quantization)
     assert caught.value.field == field, caught.value.render()
     assert words in caught.value.render() and caught.value.fix
+
+
+class TestWhereVllmFindsTheBlock:
+    """vLLM reads a checkpoint's quantization from `quantization_config`, else from
+    compressed-tensors' older `compression_config`, else from a multimodal model's
+    `text_config`; the importer reads it from the same places, or it would size a 4- or 8-bit
+    checkpoint as 16-bit weights."""
+
+    def test_compression_config_is_read_where_quantization_config_is_absent(self) -> None:
+        data = config_dict(LLAMA) | {"compression_config": _compressed("float", 8)}
+        arch = import_architecture(as_file(data))
+        assert arch.weight_dtype == "fp8"
+
+    def test_a_multimodal_models_text_config_carries_it(self) -> None:
+        data = config_dict("google__gemma-3-4b-it")
+        data["text_config"]["quantization_config"] = AWQ
+        arch = import_architecture(as_file(data))
+        assert (arch.weight_dtype, arch.weight_group_size) == ("int4", 128)
+
+    def test_a_refusal_names_the_block_it_read(self) -> None:
+        data = config_dict(LLAMA) | {"compression_config": _compressed("int", 8)}
+        with pytest.raises(ServestackError) as caught:
+            import_architecture(as_file(data))
+        assert caught.value.field == "compression_config.config_groups.group_0.weights"
+
+
+@pytest.mark.parametrize(
+    "method", ["AWQ", "Compressed-Tensors", "compressed_tensors"], ids=["upper", "title", "snake"]
+)
+def test_quant_method_is_read_as_vllm_normalizes_it(method: str) -> None:
+    block = AWQ if method == "AWQ" else _compressed("float", 8)
+    arch = _imported(block | {"quant_method": method})
+    assert arch.weight_dtype == ("int4" if method == "AWQ" else "fp8")
+
+
+def test_a_block_without_quant_method_says_it_is_missing() -> None:
+    """A ModelOpt export's block names its producer, not a quant_method vLLM reads."""
+    block = {"producer": {"name": "modelopt"}, "quant_algo": "FP8"}
+    with pytest.raises(ServestackError) as caught:
+        _imported(block)
+    assert caught.value.field == "quantization_config.quant_method"
+    assert "is missing" in caught.value.render() and "None" not in caught.value.render()
+
+
+def test_a_block_that_is_no_object_is_refused_as_such() -> None:
+    with pytest.raises(ServestackError) as caught:
+        _imported("fp8")  # type: ignore[arg-type]
+    assert caught.value.field == "quantization_config"
+    assert "not an object" in caught.value.render()
