@@ -162,7 +162,7 @@ def _shared_experts(text: Fields, model_type: str) -> int:
     if model_type in MLA_TYPES or model_type == "glm4_moe":
         return text.whole("n_shared_experts", minimum=0)
     if model_type == "qwen3_next":
-        return 1 if text.optional_int("shared_expert_intermediate_size") else 0
+        return 1 if text.optional_int("shared_expert_intermediate_size", minimum=0) else 0
     if model_type == "llama4_text":
         return 1
     return 0

@@ -149,7 +149,7 @@ def moe_mlp(text: Fields, model_type: str) -> Counts:
             router += experts  # e_score_correction_bias, saved in the checkpoint
             shared = 3 * hidden * width * text.whole("n_shared_experts", minimum=0)
         elif model_type == "qwen3_next":
-            shared_width = text.whole("shared_expert_intermediate_size")
+            shared_width = text.whole("shared_expert_intermediate_size", minimum=0)
             shared = 3 * hidden * shared_width + hidden  # shared_expert and its gate
     return Counts(router + shared + experts * one, experts * one, per_token * one)
 

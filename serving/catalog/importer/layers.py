@@ -86,7 +86,7 @@ def experts_per_token(text: Fields) -> int:
         if value:
             return value
     raise text.refuse(
-        "num_experts_per_tok", "is missing for a mixture-of-experts model",
+        "num_experts_per_tok", "is missing (or 0) for a mixture-of-experts model",
         "set num_experts_per_tok as published",
     )  # fmt: skip
 

@@ -252,17 +252,25 @@ SHAPE_FIELDS: dict[str, int] = {
         (
             "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
             "head_dim", "intermediate_size", "moe_intermediate_size", "vocab_size",
-            "max_position_embeddings", "num_local_experts", "num_experts", "n_routed_experts",
-            "num_experts_per_tok", "experts_per_token", "kv_lora_rank", "q_lora_rank",
+            "max_position_embeddings", "kv_lora_rank", "q_lora_rank",
             "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sliding_window",
             "attention_chunk_size", "linear_num_key_heads", "linear_num_value_heads",
             "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
-            "shared_expert_intermediate_size", "intermediate_size_mlp", "decoder_sparse_step",
+            "intermediate_size_mlp", "decoder_sparse_step",
             "interleave_moe_layer_step", "moe_layer_freq", "full_attention_interval",
             "sliding_window_pattern", "image_size", "patch_size", "num_channels",
             "projector_input_dim", "projector_output_dim", "vision_output_dim", "index_topk",
         ),
         1,
     ),
-    **dict.fromkeys(("n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers"), 0),
+    # Counts where 0 means none, as published configs write them: a dense model's "num_experts":
+    # 0, Qwen3 MoE's "shared_expert_intermediate_size": 0 (Qwen3-Coder-480B-A35B-Instruct).
+    **dict.fromkeys(
+        (
+            "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
+            "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
+            "experts_per_token", "shared_expert_intermediate_size",
+        ),
+        0,
+    ),
 }  # fmt: skip

@@ -149,6 +149,26 @@ class TestFamilies:
         assert (arch.dense_layers, arch.num_shared_experts, arch.num_experts) == (3, 1, 160)
         assert arch.intermediate_size == 1536 and arch.experts_per_token == 8
 
+    def test_qwen3_coder_writes_no_shared_expert_as_a_zero_width(self) -> None:
+        """A real file's "shared_expert_intermediate_size": 0 (Qwen3 MoE has none) is a count of
+        none, not a width out of range."""
+        arch = imported("Qwen__Qwen3-Coder-480B-A35B-Instruct")
+        assert (arch.num_experts, arch.experts_per_token, arch.num_shared_experts) == (160, 8, 0)
+        # per layer: q, o 2 x 6144 x 12288 = 150,994,944, k, v 2 x 6144 x 1024 = 12,582,912, q/k
+        # norms 256; router 6144 x 160 = 983,040; 160 experts of 3 x 6144 x 2560 = 47,185,920;
+        # norms 12,288: 7,714,320,640 x 62 = 478,287,879,680; + embeddings 2 x 151936 x 6144 =
+        # 1,866,989,568 + final norm 6,144 = 480,154,875,392.
+        assert arch.total_params == 480_154_875_392
+        assert arch.active_params == 480_154_875_392 - 62 * 152 * 47_185_920
+
+    @pytest.mark.parametrize(
+        "field", ["num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok"]
+    )
+    def test_a_dense_model_may_write_its_expert_counts_as_zero(self, field: str) -> None:
+        data = config_dict("meta-llama__Llama-3.1-8B-Instruct") | {field: 0}
+        arch = import_architecture(as_file(data))
+        assert not arch.is_moe and arch.total_params == 8_030_261_248
+
     def test_the_source_is_the_files_digest_unless_given(self) -> None:
         arch = imported("microsoft__phi-4")
         assert arch.source is not None and arch.source.startswith("config.json sha256:")

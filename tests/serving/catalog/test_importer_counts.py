@@ -53,6 +53,9 @@ PUBLISHED: dict[str, tuple[float, str]] = {
     "Qwen__Qwen3-32B": (32.8e9, "https://huggingface.co/Qwen/Qwen3-32B"),
     "Qwen__Qwen3-30B-A3B": (30.5e9, "https://huggingface.co/Qwen/Qwen3-30B-A3B"),
     "Qwen__Qwen3-235B-A22B": (235e9, "https://huggingface.co/Qwen/Qwen3-235B-A22B"),
+    "Qwen__Qwen3-Coder-480B-A35B-Instruct": (
+        480e9, "https://huggingface.co/Qwen/Qwen3-Coder-480B-A35B-Instruct",
+    ),
     "Qwen__Qwen3-Next-80B-A3B-Instruct": (
         80e9, "https://huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct",
     ),

@@ -48,6 +48,8 @@ WORKED = [
     # Qwen3 MoE: 48 and 94 layers x 2 x 4 KV heads x 128 x 2.
     ("Qwen__Qwen3-30B-A3B", 98_304, 0),
     ("Qwen__Qwen3-235B-A22B", 192_512, 0),
+    # Qwen3-Coder-480B-A35B: 62 layers x 2 x 8 KV heads x 128 x 2.
+    ("Qwen__Qwen3-Coder-480B-A35B-Instruct", 253_952, 0),
     # 32 layers x 2 x 8 x 128 x 2; its sliding_window is null.
     ("mistralai__Mixtral-8x7B-Instruct-v0.1", 131_072, 0),
     # 40 layers x 2 x 8 x 128 x 2.
