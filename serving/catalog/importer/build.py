@@ -69,7 +69,7 @@ def import_architecture(
     if isinstance(raw.get("vision_config"), dict):
         vision = Fields(values.vision_config, file, "vision_config.", raw["vision_config"])
         counts = counts + Counts(_vision_params(vision, text))
-    weight_dtype, expert_dtype, group = _dtypes(raw, file)
+    weight_dtype, expert_dtype, group = _dtypes(raw, file, text.whole("hidden_size"))
     per_weight = {
         dtype: int4_bytes_per_weight(group)
         if dtype == "int4" and group
@@ -172,7 +172,7 @@ def _torch_dtype(raw: dict[str, Any]) -> Any:
     return raw.get("torch_dtype", raw.get("dtype"))
 
 
-def _dtypes(raw: dict[str, Any], file: str) -> tuple[str, str | None, int | None]:
+def _dtypes(raw: dict[str, Any], file: str, hidden_size: int) -> tuple[str, str | None, int | None]:
     """(weights, experts) dtypes as published, and an int4 checkpoint's group size."""
     found = quantization_block(raw)
     if found is None:
@@ -185,4 +185,4 @@ def _dtypes(raw: dict[str, Any], file: str) -> tuple[str, str | None, int | None
             )  # fmt: skip
         return "bf16", None, None
     quantization, field = found
-    return weight_dtypes(quantization, file, field)
+    return weight_dtypes(quantization, file, field, row_width=hidden_size)

@@ -3,15 +3,20 @@
 vLLM 0.22 picks its quantization method from this block itself (servestack passes none), so the
 planner only needs the bytes a weight takes and the math it runs in:
 
-- `fp8` (block-wise FP8, DeepSeek and Qwen's FP8 releases) and compressed-tensors whose weights
-  are 8-bit floats (W8A8 FP8, llm-compressor's FP8_DYNAMIC and FP8_BLOCK schemes): FP8.
+- `fp8` (block-wise FP8, DeepSeek and Qwen's FP8 releases), `fbgemm_fp8` (Meta's FP8 releases of
+  Llama 3.1 405B and Llama 4: per-channel FP8 weights, dynamic FP8 activations) and
+  compressed-tensors whose weights are 8-bit floats (W8A8 FP8, llm-compressor's FP8_DYNAMIC and
+  FP8_BLOCK schemes): FP8.
 - `mxfp4` (gpt-oss): MXFP4 experts, the rest BF16.
 - `awq` and `gptq`, and compressed-tensors with 4-bit integer weights (W4A16, Kimi K2
   Thinking's experts): int4 in groups of `group_size`, which vLLM runs through Marlin's W4A16
-  kernels (BF16 math).
+  kernels (BF16 math); `group_size` -1 (GPTQ and AWQ's per-channel scales, which Marlin also
+  runs; compressed-tensors' `channel` strategy) is one scale per row: sized as groups of the
+  model's hidden size, the width of most of its matrices' rows (wider rows only lower the
+  overhead further).
 
-Anything else (INT8 W8A8, NVFP4, other bit widths, per-channel groups, mixed schemes) is refused
-with the field named.
+Anything else (INT8 W8A8, NVFP4, other bit widths, mixed schemes) is refused with the field
+named.
 
 The block is found where vLLM looks for it (`ModelArchConfigConvertor.get_quantization_config`
 and `weight_utils.get_quant_config`): `quantization_config`, else compressed-tensors' older
@@ -29,10 +34,11 @@ from typing import Any
 from serving.errors import ServestackError
 
 # The planner's (weights, experts) dtypes per quantization method.
-DIRECT = {"fp8": ("fp8", None), "mxfp4": ("bf16", "mxfp4")}
+DIRECT = {"fp8": ("fp8", None), "fbgemm_fp8": ("fp8", None), "mxfp4": ("bf16", "mxfp4")}
 INT4_METHODS = ("awq", "gptq")
 MAX_GROUP = 1 << 20
-SIZED = "fp8, mxfp4, 4-bit awq and gptq, and compressed-tensors FP8 or W4A16"
+PER_CHANNEL = -1  # GPTQ's and AWQ's group_size for one scale per output channel
+SIZED = "fp8, fbgemm_fp8, mxfp4, 4-bit awq and gptq, and compressed-tensors FP8 or W4A16"
 
 
 def quantization_block(config: Mapping[str, Any]) -> tuple[Any, str] | None:
@@ -57,20 +63,22 @@ def quant_method(quantization: Any) -> Any:
 
 
 def weight_dtypes(
-    quantization: Any, file: str, field: str = "quantization_config"
+    quantization: Any, file: str, field: str = "quantization_config", row_width: int = 0
 ) -> tuple[str, str | None, int | None]:
     """(weights, experts, int4 group size) of a checkpoint whose config has `quantization`
-    (read from `field`)."""
+    (read from `field`); `row_width` (the hidden size) is the group of per-channel scales."""
     method = quant_method(quantization)
     if method in DIRECT:
         return (*DIRECT[method], None)
     if method in INT4_METHODS:
         assert isinstance(quantization, dict)
         bits, size = quantization.get("bits"), quantization.get("group_size")
+        if size == PER_CHANNEL and row_width > 0:
+            size = row_width
         return "int4", None, _int4_group(bits, size, file, f"{field}.")
     if method == "compressed-tensors":
         assert isinstance(quantization, dict)
-        dtype, group = _compressed_tensors(quantization, file, field)
+        dtype, group = _compressed_tensors(quantization, file, field, row_width)
         return dtype, None, group
     if not isinstance(quantization, dict):
         raise ServestackError(
@@ -93,16 +101,18 @@ def _int4_group(bits: Any, group: Any, file: str, prefix: str) -> int:
     if isinstance(group, bool) or not isinstance(group, int) or not 0 < group <= MAX_GROUP:
         raise ServestackError(
             file, f"{prefix}group_size", f"is {group!r}; servestack sizes "
-            "4-bit weights quantized in groups (a positive group_size; not per channel)",
+            "4-bit weights quantized in groups (a positive group_size, or -1 for GPTQ's and "
+            "AWQ's per-channel scales)",
             "use a checkpoint quantized in groups, e.g. group_size 128",
         )  # fmt: skip
     return group
 
 
 def _compressed_tensors(
-    quantization: dict[str, Any], file: str, block: str
+    quantization: dict[str, Any], file: str, block: str, row_width: int
 ) -> tuple[str, int | None]:
-    """compressed-tensors: every config group's weights must be one scheme."""
+    """compressed-tensors: every config group's weights must be one scheme. Its W4A16 with the
+    `channel` strategy is per-channel scales, as GPTQ's group_size -1."""
     groups = quantization.get("config_groups")
     if not isinstance(groups, dict) or not groups:
         raise ServestackError(
@@ -122,7 +132,10 @@ def _compressed_tensors(
         if kind == "float" and bits == 8:
             schemes.add(("fp8", None))
         elif kind == "int" and bits == 4:
-            schemes.add(("int4", _int4_group(bits, weights.get("group_size"), file, f"{field}.")))
+            group = weights.get("group_size")
+            if weights.get("strategy") == "channel" and group is None and row_width > 0:
+                group = row_width
+            schemes.add(("int4", _int4_group(bits, group, file, f"{field}.")))
         else:
             raise ServestackError(
                 file, field,

@@ -77,6 +77,32 @@ def test_a_smaller_group_weighs_more_scales() -> None:
     assert arch.bytes_per_weight("int4") == 4.625 / 8
 
 
+@pytest.mark.parametrize(
+    "quantization",
+    [
+        GPTQ | {"group_size": -1},
+        AWQ | {"group_size": -1},
+        _compressed("int", 4, strategy="channel"),
+    ],
+    ids=["gptq", "awq", "w4a16"],
+)
+def test_per_channel_int4_is_one_scale_per_row_of_the_hidden_size(
+    quantization: dict[str, Any],
+) -> None:
+    # Llama 3.3 70B's rows are 8,192 wide: 4 + 20 / 8,192 bits a weight.
+    arch = _imported(quantization)
+    assert (arch.weight_dtype, arch.weight_group_size) == ("int4", 8192)
+    assert arch.bytes_per_weight("int4") == (4 + 20 / 8192) / 8
+
+
+def test_metas_fbgemm_fp8_is_fp8() -> None:
+    """Meta's FP8 Llama 3.1 405B and Llama 4 releases: per-channel FP8 weights."""
+    block = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0,
+             "modules_to_not_convert": ["lm_head"]}  # fmt: skip
+    arch = _imported(block)
+    assert (arch.weight_dtype, arch.expert_weight_dtype) == ("fp8", None)
+
+
 def test_groups_of_two_sizes_are_one_scheme_too_many() -> None:
     block = _compressed("int", 4, strategy="group", group_size=128)
     block["config_groups"]["group_1"] = {
@@ -92,14 +118,14 @@ def test_groups_of_two_sizes_are_one_scheme_too_many() -> None:
     ("quantization", "field", "words"),
     [
         (AWQ | {"bits": 8}, "quantization_config.bits", "is 8"),
-        (GPTQ | {"group_size": -1}, "quantization_config.group_size", "not per channel"),
+        (GPTQ | {"group_size": -2}, "quantization_config.group_size", "-1 for GPTQ"),
         (
             _compressed("int", 8, strategy="channel"),
             "quantization_config.config_groups.group_0.weights",
             "8-bit 'int' weights",
         ),
         (
-            _compressed("int", 4, strategy="channel"),
+            _compressed("int", 4, strategy="group"),
             "quantization_config.config_groups.group_0.weights.group_size",
             "in groups",
         ),
@@ -107,7 +133,7 @@ def test_groups_of_two_sizes_are_one_scheme_too_many() -> None:
         ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "quantization_config.quant_method",
          "'modelopt'"),
     ],
-    ids=["awq-8-bit", "gptq-per-channel", "int8-w8a8", "w4a16-per-channel", "no-groups", "nvfp4"],
+    ids=["awq-8-bit", "gptq-bad-group", "int8-w8a8", "w4a16-no-group", "no-groups", "nvfp4"],
 )  # fmt: skip
 def test_a_scheme_it_does_not_size_is_refused_with_its_field(
     quantization: dict[str, Any], field: str, words: str
