@@ -28,16 +28,28 @@ The HTTP client is the standard library's asyncio streams with its own framing (
 few microseconds per read where httpx spends far more, which matters when the capacity sweep
 runs it at high concurrency on the same two cores as the service.
 
-Only the standard library (and `wire`, which imports only that) is imported at module level: the
+The endpoint is an OpenAI base address: `http://HOST:PORT` or `https://EDGE/MODEL`; requests go
+to its path followed by `/v1/chat/completions`, over TLS for https. A bearer key, where the job
+names the environment variable holding it, is read by the child from its own environment: it
+never passes through the job, the results or the parent's output.
+
+Loads: at most `concurrency` in flight, each worker sending its next request when its last is
+answered (a closed loop); or arrivals at `rate` requests/s, Poisson and seeded, whatever is in
+flight (an open loop). `max_seconds` stops sending new requests after that long; those in
+flight are answered. Interrupted (Ctrl-C), the parent ends the child and waits for it: no
+request is left running.
+
+Only the standard library (and `stream` and `wire`, which import only that) is imported at module
+level: the
 child process starts in a fraction of a second and holds nothing the parent's benchmark needs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -46,20 +58,16 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from serving.local.bench.wire import (
-    READ_BYTES,
-    Connection,
-    EventStream,
-    ResponseBody,
-    content_tokens,
-)
+from serving.local.bench.stream import CHAT_PATH, one_request, timed_result
+from serving.local.bench.wire import Connection
+
+__all__ = ["CHAT_PATH", "LoadError", "LoadRun", "generate_load", "one_request", "timed_result"]
 
 # The priority the load generator asks for: above every process started at the default 0.
 RAISED_NICE = -10
 # Line prefixes on the child's stdout: one finished request, the run's end.
 RESULT_PREFIX = "R "
 DONE_PREFIX = "D "
-CHAT_PATH = "/v1/chat/completions"
 
 
 class LoadError(RuntimeError):
@@ -88,12 +96,20 @@ def generate_load(
     on_done: Callable[[], None] | None = None,
     timeout_s: float = 600.0,
     closed_loop: tuple[float, float] | None = None,
+    *,
+    rate: float | None = None,
+    seed: int = 0,
+    max_seconds: float | None = None,
+    bearer_variable: str | None = None,
 ) -> LoadRun:
     """Send `requests` to `endpoint` from the load generator's own process, at most
     `concurrency` in flight, and wait for the answers. With `closed_loop=(warm_up_s,
     measure_s)` every worker sends the requests over and over (cycling) for warm-up then measure
     seconds, and the run reports the requests finished inside the measured window only
-    (`LoadRun.window`): the closed loop of a capacity sweep."""
+    (`LoadRun.window`): the closed loop of a capacity sweep. With `rate`, requests arrive at
+    that many per second (Poisson, from `seed`) whatever is in flight. `max_seconds` stops
+    sending after that long; `bearer_variable` names the environment variable whose key the
+    child sends as `Authorization: Bearer`. Interrupted, the child is ended and waited for."""
     from serving.router.cache_report import REPLICA_HEADER
 
     job = {
@@ -103,6 +119,10 @@ def generate_load(
         "concurrency": concurrency,
         "timeout_s": timeout_s,
         "closed_loop": list(closed_loop) if closed_loop is not None else None,
+        "rate": rate,
+        "seed": seed,
+        "max_seconds": max_seconds,
+        "bearer_variable": bearer_variable,
     }
     command = [sys.executable, "-m", "serving.local.bench.loadgen"]
     process = subprocess.Popen(
@@ -117,13 +137,19 @@ def generate_load(
     process.stdin.close()
     results: list[dict[str, Any]] = []
     done: dict[str, Any] | None = None
-    for line in process.stdout:
-        if line.startswith(RESULT_PREFIX):
-            results.append(json.loads(line[len(RESULT_PREFIX) :]))
-            if on_done is not None:
-                on_done()
-        elif line.startswith(DONE_PREFIX):
-            done = json.loads(line[len(DONE_PREFIX) :])
+    try:
+        for line in process.stdout:
+            if line.startswith(RESULT_PREFIX):
+                results.append(json.loads(line[len(RESULT_PREFIX) :]))
+                if on_done is not None:
+                    on_done()
+            elif line.startswith(DONE_PREFIX):
+                done = json.loads(line[len(DONE_PREFIX) :])
+    except BaseException:
+        # Ctrl-C (or any failure here): the child's requests end with it, now.
+        process.kill()
+        process.wait()
+        raise
     process.wait()
     if done is None or process.returncode != 0:
         tail = " | ".join((process.stderr.read() if process.stderr else "").splitlines()[-5:])
@@ -152,120 +178,31 @@ def isolate() -> str:
         return f"pinned to core {cores[-1]}, shared (raising priority was refused: {exc})"
 
 
-# --- the child's side: one request -------------------------------------------------------
-
-
-async def one_request(
-    connection: Connection, body: dict[str, Any], index: int, replica_header: str = ""
-) -> dict[str, Any]:
-    """Send one streamed chat request; time its arrivals as they come. A reporting server names
-    its replica in `replica_header` (vLLM's fingerprint does not)."""
-    payload = json.dumps(body).encode()
-    head = (
-        f"POST {CHAT_PATH} HTTP/1.1\r\nHost: {connection.host}:{connection.port}\r\n"
-        f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-        f"Content-Length: {len(payload)}\r\n\r\n"
-    ).encode()
-    start = time.perf_counter()
-    arrivals: list[tuple[float, int]] = []  # (time of the read, content tokens it completed)
-    usage: dict[str, Any] = {}
-    replica: str | None = None
-    try:
-        reader, writer = await connection.open()
-        writer.write(head + payload)
-        await writer.drain()
-        header_bytes = await reader.readuntil(b"\r\n\r\n")
-        lines = header_bytes.decode("latin-1").split("\r\n")
-        status = int(lines[0].split()[1])
-        pairs = (h.partition(":") for h in lines[1:] if h)
-        headers = {name.strip().lower(): value.strip() for name, _, value in pairs}
-        length = headers.get("content-length")
-        body_reader = ResponseBody(
-            headers.get("transfer-encoding", "").lower() == "chunked",
-            int(length) if length is not None else None,
-        )
-        replica = headers.get(replica_header.lower()) if replica_header else None
-        text = b""
-        events = EventStream()
-        while not body_reader.finished:
-            data = await reader.read(READ_BYTES)
-            now = time.perf_counter()
-            if not data:
-                break
-            payload_bytes = body_reader.feed(data)
-            if status != 200:
-                text += payload_bytes
-                continue
-            tokens = 0
-            for event in events.feed(payload_bytes):
-                replica = replica or event.get("system_fingerprint")
-                usage = event.get("usage") or usage
-                tokens += content_tokens(event)
-            if tokens:
-                arrivals.append((now, tokens))
-        end = time.perf_counter()
-        if headers.get("connection", "").lower() == "close" or not body_reader.finished:
-            connection.close()
-        if status != 200:
-            error = f"HTTP {status}: {text.decode(errors='replace')[:300]}"
-            return {"ok": False, "error": error, "start_s": start, "end_s": end, "index": index}
-        if not body_reader.finished:
-            return {"ok": False, "error": "the server closed the stream before its end",
-                    "start_s": start, "end_s": end, "index": index}  # fmt: skip
-    except (OSError, ValueError, IndexError, asyncio.IncompleteReadError) as exc:
-        connection.close()
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                "start_s": start, "end_s": time.perf_counter(), "index": index}  # fmt: skip
-    return timed_result(start, end, arrivals, usage, replica, index)
-
-
-def timed_result(
-    start: float,
-    end: float,
-    arrivals: Sequence[tuple[float, int]],
-    usage: dict[str, Any],
-    replica: str | None,
-    index: int,
-) -> dict[str, Any]:
-    """A request's figures from its arrivals (time, tokens): TTFT, TPOT, ITL per token."""
-    counted = sum(tokens for _, tokens in arrivals)
-    output_tokens = int(usage.get("completion_tokens") or counted)
-    ttft = arrivals[0][0] - start if arrivals else None
-    itl: list[float] = []
-    for (before, _), (now, tokens) in itertools.pairwise(arrivals):
-        itl += [(now - before) / tokens] * tokens
-    tpot = None
-    if ttft is not None and output_tokens > 1:
-        tpot = (end - start - ttft) / (output_tokens - 1)
-    details = usage.get("prompt_tokens_details") or {}
-    return {
-        "ok": True,
-        "start_s": start,
-        "end_s": end,
-        "ttft_s": ttft,
-        "tpot_s": tpot,
-        "token_gaps_s": itl,
-        "chunk_tokens": [tokens for _, tokens in arrivals],
-        "output_tokens": output_tokens,
-        "prompt_tokens": int(usage.get("prompt_tokens", 0)),
-        "cached_tokens": int(details.get("cached_tokens") or 0),
-        "replica": replica,
-        "index": index,
-    }
-
-
 # --- the child's side: the load ----------------------------------------------------------
 
 
-async def _load(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+def _target(job: dict[str, Any]) -> tuple[str, int, bool, str, str]:
+    """Host, port, TLS, the chat path under the endpoint's own path, and the extra header
+    lines (the bearer key, read from the variable the job names)."""
     address = urlsplit(job["endpoint"])
-    host, port = address.hostname or "127.0.0.1", address.port or 80
+    tls = address.scheme == "https"
+    port = address.port or (443 if tls else 80)
+    path = address.path.rstrip("/") + CHAT_PATH
+    variable = job.get("bearer_variable")
+    key = os.environ.get(variable, "") if variable else ""
+    headers = f"Authorization: Bearer {key}\r\n" if key else ""
+    return address.hostname or "127.0.0.1", port, tls, path, headers
+
+
+async def _load(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    host, port, tls, path, extra_headers = _target(job)
     requests: list[dict[str, Any]] = job["requests"]
     concurrency: int = job["concurrency"]
     closed_loop = job.get("closed_loop")
     timeout_s: float = job["timeout_s"]
     next_index = 0
     start = time.perf_counter()
+    deadline = start + job["max_seconds"] if job.get("max_seconds") else None
     window: dict[str, Any] = {}
     if closed_loop is not None:
         warm_up_s, measure_s = closed_loop
@@ -273,11 +210,28 @@ async def _load(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> 
         window = {"warm_up_s": warm_up_s, "measure_s": measure_s, "finished": 0, "failed": 0,
                   "latencies_s": [], "errors": []}  # fmt: skip
 
+    async def send(connection: Connection, index: int) -> dict[str, Any]:
+        body = requests[index % len(requests)]
+        try:
+            return await asyncio.wait_for(
+                one_request(
+                    connection, body, index, job.get("replica_header", ""), path, extra_headers
+                ),
+                timeout_s,
+            )
+        except TimeoutError:
+            connection.close()
+            now = time.perf_counter()
+            return {"ok": False, "error": f"no answer in {timeout_s:g} s",
+                    "start_s": now - timeout_s, "end_s": now, "index": index}  # fmt: skip
+
     async def worker() -> None:
         nonlocal next_index
-        connection = Connection(host, port)
+        connection = Connection(host, port, tls)
         try:
             while True:
+                if deadline is not None and time.perf_counter() >= deadline:
+                    return
                 if closed_loop is None:
                     if next_index >= len(requests):
                         return
@@ -285,17 +239,7 @@ async def _load(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> 
                     return
                 index = next_index
                 next_index += 1
-                body = requests[index % len(requests)]
-                try:
-                    result = await asyncio.wait_for(
-                        one_request(connection, body, index, job.get("replica_header", "")),
-                        timeout_s,
-                    )
-                except TimeoutError:
-                    connection.close()
-                    now = time.perf_counter()
-                    result = {"ok": False, "error": f"no answer in {timeout_s:g} s",
-                              "start_s": now - timeout_s, "end_s": now, "index": index}  # fmt: skip
+                result = await send(connection, index)
                 if closed_loop is None:
                     emit(result)
                 elif opens <= result["end_s"] < closes:
@@ -308,7 +252,37 @@ async def _load(job: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> 
         finally:
             connection.close()
 
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    async def open_loop(rate: float) -> None:
+        # Arrivals on their own schedule: a slow answer delays no later request.
+        arrivals = random.Random(job.get("seed", 0))
+        idle: list[Connection] = []
+        opened: list[Connection] = []
+
+        async def arrive(index: int) -> None:
+            connection = idle.pop() if idle else Connection(host, port, tls)
+            if connection not in opened:
+                opened.append(connection)
+            emit(await send(connection, index))
+            idle.append(connection)
+
+        tasks = []
+        at = start
+        try:
+            for index in range(len(requests)):
+                at += arrivals.expovariate(rate)
+                if deadline is not None and at >= deadline:
+                    break
+                await asyncio.sleep(max(0.0, at - time.perf_counter()))
+                tasks.append(asyncio.create_task(arrive(index)))
+            await asyncio.gather(*tasks)
+        finally:
+            for connection in opened:
+                connection.close()
+
+    if job.get("rate"):
+        await open_loop(job["rate"])
+    else:
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
     return {"duration_s": time.perf_counter() - start, "window": window}
 
 
@@ -320,7 +294,10 @@ def main() -> int:
         sys.stdout.write(RESULT_PREFIX + json.dumps(result) + "\n")
         sys.stdout.flush()
 
-    done = asyncio.run(_load(job, emit))
+    try:
+        done = asyncio.run(_load(job, emit))
+    except KeyboardInterrupt:  # Ctrl-C reaches the child too: end quietly, the parent reports
+        return 130
     sys.stdout.write(DONE_PREFIX + json.dumps(done | {"isolation": isolation}) + "\n")
     sys.stdout.flush()
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from typing import Any
 
 # Bytes asked of the socket per read: more than any one arrival of tokens holds.
@@ -72,16 +73,26 @@ def content_tokens(event: dict[str, Any]) -> int:
 
 
 class Connection:
-    """One keep-alive HTTP/1.1 connection of a worker, reopened when the server closes it."""
+    """One keep-alive HTTP/1.1 connection of a worker, reopened when the server closes it; over
+    TLS (the standard library's default context: the system's CAs, the host name checked) where
+    `tls` is set."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
+    def __init__(self, host: str, port: int, tls: bool = False) -> None:
+        self.host, self.port, self.tls = host, port, tls
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
+    @property
+    def authority(self) -> str:
+        """The Host header: the port left out where it is the scheme's own."""
+        return self.host if self.port == (443 if self.tls else 80) else f"{self.host}:{self.port}"
+
     async def open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self.reader is None or self.writer is None or self.reader.at_eof():
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            context = ssl.create_default_context() if self.tls else None
+            self.reader, self.writer = await asyncio.open_connection(
+                self.host, self.port, ssl=context
+            )
         return self.reader, self.writer
 
     def close(self) -> None:
