@@ -108,7 +108,6 @@ def measure(
     rising when `adaptive`); the points and how the load generator was isolated."""
     points: list[Point] = []
     isolation = ""
-    best, flat = 0.0, 0
     requests = capacity_requests(model)
     for concurrency in levels:
         run = loadgen.generate_load(
@@ -127,12 +126,19 @@ def measure(
         points.append(point)
         if on_point is not None:
             on_point(point)
-        if adaptive:
-            flat = flat + 1 if point.requests_per_s < best * RISE else 0
-            best = max(best, point.requests_per_s)
-            if flat >= STOP_AFTER:
-                break
+        if adaptive and stopped_rising([p.requests_per_s for p in points]):
+            break
     return points, isolation
+
+
+def stopped_rising(rates: Sequence[float]) -> bool:
+    """The sweep's stopping rule over the requests/s of its levels so far, in order: the last
+    `STOP_AFTER` levels each fell short of `RISE` over the best level before them."""
+    best, flat = 0.0, 0
+    for rate in rates:
+        flat = flat + 1 if rate < best * RISE else 0
+        best = max(best, rate)
+    return flat >= STOP_AFTER
 
 
 def running(

@@ -30,8 +30,11 @@ def _ms(value: float | None) -> float:
     return 0.0 if value is None else value * 1e3
 
 
-def build_figure(reports: Sequence[WorkloadReport], engine: Engine = "simulated") -> Figure:
-    """The chart as a matplotlib figure, one axis per panel, titled by what it draws."""
+def build_figure(
+    reports: Sequence[WorkloadReport], engine: Engine = "simulated", title: str | None = None
+) -> Figure:
+    """The chart as a matplotlib figure, one axis per panel, titled by what it draws (`title`
+    says what ran where; unset, the local bench's engine on CPU)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -83,9 +86,10 @@ def build_figure(reports: Sequence[WorkloadReport], engine: Engine = "simulated"
         ncol=min(len(variants), 3), fontsize=9,
     )  # fmt: skip
     label = "simulated engine" if engine == "simulated" else "vLLM 0.22 CPU build, tiny model"
+    ran = title or f"servestack bench --local ({label} on CPU, real Ray Serve)"
     figure.suptitle(
-        f"servestack bench --local ({label} on CPU, real Ray Serve): bars p50, ticks p99 "
-        "(the maximum under 100 samples); each configuration's median repetition by requests/s"
+        f"{ran}: bars p50, ticks p99 (the maximum under 100 samples); each configuration's "
+        "median repetition by requests/s"
     )
     figure.tight_layout(rect=(0, 0.12, 1, 1))
     return figure
@@ -98,10 +102,13 @@ def _only_p99(axis: Axes) -> tuple[list[object], list[str]]:
 
 
 def write_chart(
-    reports: Sequence[WorkloadReport], path: Path, engine: Engine = "simulated"
+    reports: Sequence[WorkloadReport],
+    path: Path,
+    engine: Engine = "simulated",
+    title: str | None = None,
 ) -> None:
     import matplotlib.pyplot as plt
 
-    figure = build_figure(reports, engine)
+    figure = build_figure(reports, engine, title)
     figure.savefig(path, dpi=110)
     plt.close(figure)

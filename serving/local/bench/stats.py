@@ -18,6 +18,9 @@ from serving.local.bench.workloads import SHARED_PREFIX_WORKLOADS, WorkloadName
 class RequestResult(Frozen):
     ok: bool
     error: str | None = None
+    status: int | None = Field(
+        default=None, description="The HTTP status of a refused request (None: no answer)."
+    )
     start_s: float
     end_s: float
     ttft_s: float | None = None
@@ -80,6 +83,9 @@ class WorkloadReport(Frozen):
     tpot_s: Percentiles | None = Field(
         default=None, description="Time per output token, one sample per request."
     )
+    e2e_s: Percentiles | None = Field(
+        default=None, description="End to end, from sending to the last byte, per request."
+    )
     tokens_per_chunk: float | None = Field(
         default=None, description="Mean tokens per arrival: above 1 where a path batches tokens."
     )
@@ -103,6 +109,13 @@ class WorkloadReport(Frozen):
         "replica got none."
     )
     errors: list[str] = Field(default_factory=list, description="First few distinct errors.")
+    errors_by_status: dict[str, int] = Field(
+        default_factory=dict,
+        description="Failed requests by HTTP status ('no answer': refused, reset or timed out).",
+    )
+    cached_tokens: int = Field(
+        default=0, description="Prompt tokens the engine reported as cached, over the requests."
+    )
     lost_hits: dict[str, float] | None = Field(
         default=None,
         description="Prompt tokens ideal placement serves from the cache and this run did not, "
@@ -152,6 +165,7 @@ def summarize(
         ttft_s=percentiles([r.ttft_s for r in done if r.ttft_s is not None]),
         itl_s=percentiles([gap for r in done for gap in r.token_gaps_s]),
         tpot_s=percentiles([r.tpot_s for r in done if r.tpot_s is not None]),
+        e2e_s=percentiles([r.end_s - r.start_s for r in done]),
         tokens_per_chunk=(
             sum(map(sum, chunks)) / sum(map(len, chunks))
             if (chunks := [r.chunk_tokens for r in done if r.chunk_tokens])
@@ -167,6 +181,10 @@ def summarize(
         requests_per_replica=dict(per_replica.most_common()),
         busiest_over_idlest=spread,
         errors=sorted({r.error for r in results if r.error})[:3],
+        errors_by_status=dict(
+            Counter(str(r.status) if r.status else "no answer" for r in results if not r.ok)
+        ),
+        cached_tokens=sum(r.cached_tokens for r in done),
     )
 
 
