@@ -133,6 +133,10 @@ def print_plan(console: Console, spec: ModelSpec, plan: Plan) -> None:
             console.print(f"[bold]{group.role}[/]")
         console.print(_group_table(group))
     print_error_bands(console, spec)
+    if plan.calibration is not None:
+        colour = "green" if plan.calibration.applied else "yellow"
+        label = "" if plan.calibration.applied else "warning: "
+        console.print(f"{label}{plan.calibration.summary()}", style=colour, highlight=False)
     print_verdicts(console, plan)
     console.print()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any, get_origin
 
@@ -28,6 +29,7 @@ from infra.platform.stack_config import (
 )
 from serving.errors import ServestackError
 from serving.spec import names
+from serving.spec.calibration import Calibration, calibration_path, load_calibration
 from serving.spec.loading import display_path, load_profile, read_yaml, validate
 from serving.spec.profile import ModelSpec
 
@@ -40,9 +42,17 @@ class Stack:
     gcp: GcpConfig
     profiles: dict[str, ModelSpec]
     secrets: frozenset[str] = frozenset()
+    calibrations: dict[str, Calibration] = dataclass_field(default_factory=dict)
 
     def profile_path(self, model: str) -> Path:
         return profile_path(self.path, model)
+
+    def calibration(self, spec: ModelSpec) -> Calibration | None:
+        """The calibration record of the stack's profile serving `spec`, if it has one."""
+        for profile, served in self.profiles.items():
+            if served.name == spec.name:
+                return self.calibrations.get(profile)
+        return None
 
 
 def profile_path(stack_path: Path, model: str) -> Path:
@@ -212,7 +222,29 @@ def build_stack(
             f"rename one of them (name: in stacks/models/{second}.yaml) so that they differ in "
             "letters or digits, not only in '.', '_' or case",
         )  # fmt: skip
-    return Stack(name=name, path=path, config=config, gcp=gcp, profiles=profiles)
+    calibrations = {
+        model: _calibration(path, model, spec)
+        for model, spec in profiles.items()
+        if calibration_path(path.parent, model).is_file()
+    }
+    return Stack(
+        name=name, path=path, config=config, gcp=gcp, profiles=profiles,
+        calibrations=calibrations,
+    )  # fmt: skip
+
+
+def _calibration(stack_path: Path, model: str, spec: ModelSpec) -> Calibration:
+    """stacks/calibrations/<model>.yaml, which must be a record of the model it is named for."""
+    path = calibration_path(stack_path.parent, model)
+    record = load_calibration(path)
+    if record.model != spec.name:
+        raise ServestackError(
+            display_path(path), "model",
+            f"records '{record.model}', but stacks/models/{model}.yaml serves '{spec.name}'",
+            f"rename the file after the profile that serves '{record.model}', or run "
+            f"`servestack calibrate` again from a run of '{spec.name}'",
+        )  # fmt: skip
+    return record
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,9 @@ def compile_model(stack: Stack, spec: ModelSpec, model_plan: Plan) -> CompiledMo
 def compile_stack(stack: Stack) -> dict[str, CompiledModel]:
     """Every model of the stack planned once (at the stack's prices) and compiled once."""
     return {
-        profile: compile_model(stack, spec, plan(spec, stack.config.prices))
+        profile: compile_model(
+            stack, spec, plan(spec, stack.config.prices, calibration=stack.calibration(spec))
+        )
         for profile, spec in stack.profiles.items()
     }
 

@@ -14,7 +14,9 @@ from pydantic import Field, computed_field
 
 from serving.catalog import GIB
 from serving.frozen import Frozen
+from serving.plan import calibrated
 from serving.plan.accuracy import error_band
+from serving.plan.calibrated import CalibrationNote
 from serving.plan.collectives import ALLTOALL_LATENCY_S, alltoall_bytes_per_rank, alltoall_s
 from serving.plan.cost import replica_share
 from serving.plan.memory import (
@@ -40,6 +42,7 @@ from serving.plan.speed import (
     saturated_batch,
     ttft_s,
 )
+from serving.spec.calibration import Calibration
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
 
@@ -120,6 +123,11 @@ class Plan(Frozen):
         "(decode, ttft, saturation): |estimate / published - 1| that 80% of held-back published "
         "vLLM runs stay within (serving.plan.accuracy)."
     )
+    calibration: CalibrationNote | None = Field(
+        default=None,
+        description="The calibration record (stacks/calibrations/<model>.yaml) that scaled the "
+        "estimates, or was ignored and why; None where the model has none.",
+    )
 
     @property
     def ok(self) -> bool:
@@ -146,11 +154,24 @@ def plan(
     prices: Mapping[str, float] | None = None,
     itl_target_s: float | None = None,
     burst_requests: int = BURST_REQUESTS,
+    calibration: Calibration | None = None,
+    concurrency: int | None = None,
 ) -> Plan:
     """Plan a spec. `prices` overrides catalog prices per machine type (USD per node-hour);
-    throughput is that of `burst_requests` requests queued at once."""
+    throughput is that of `burst_requests` requests queued at once, or with `concurrency`,
+    that of a closed loop of that many clients per replica. A `calibration` measured where the
+    spec is deployed scales every group's estimates by its ratios, here and nowhere else; one
+    measured elsewhere is ignored, and the plan says why."""
     groups: list[GroupPlan] = []
     found: list[Verdict] = []
+    why_not = None
+    if calibration is not None:
+        # All groups or none: a P/D pair measured as a whole is scaled as a whole.
+        misfits = []
+        for g in replica_groups(spec):
+            machine = choose_machine(spec, g.gpus_per_replica)
+            misfits.append(calibrated.mismatch(calibration, machine, g.parallelism))
+        why_not = "; ".join(m for m in misfits if m) or None
     for group in replica_groups(spec):
         role, layout = group.role, group.parallelism
         mem = memory(spec, layout)
@@ -159,7 +180,9 @@ def plan(
         # Throughput at the largest batch within the profile's inter-token target, unless the
         # caller asks about another target (the recommender's).
         target_s = spec.latency.itl_ms / 1e3 if itl_target_s is None else itl_target_s
-        est = estimates(spec, machine, role, layout, mem, target_s, burst_requests)
+        est = estimates(spec, machine, role, layout, mem, target_s, burst_requests, concurrency)
+        if calibration is not None and why_not is None:
+            est = calibrated.applied(est, calibration)
         node_price = machine.list_price(prices)
         replica_price = replica_share(node_price, where)
         tokens_per_hour = est.output_tokens_per_s * 3600
@@ -208,4 +231,5 @@ def plan(
             phase: error_band(spec.architecture.is_moe, phase).band
             for phase in ("decode", "ttft", "saturation")
         },
+        calibration=(calibrated.note(calibration, why_not) if calibration is not None else None),
     )

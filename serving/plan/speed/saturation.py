@@ -28,8 +28,8 @@ class Estimates(Frozen):
     """Estimates for one replica (see serving.plan.speed)."""
 
     prefill_s: float = Field(description="Prefill of the workload's input at batch 1.")
-    ttft_s: float = Field(description="Time to first token at low load.")
-    itl_s: float = Field(description="Inter-token latency at batch 1.")
+    ttft_s: float = Field(description="Time to first token at low load (or at the concurrency).")
+    itl_s: float = Field(description="Inter-token latency at batch 1 (or at the concurrency).")
     decode_batch: int = Field(description="Sequences decoded per step at the throughput point.")
     itl_at_batch_s: float = Field(description="Inter-token latency at that batch.")
     requests_per_s: float
@@ -88,11 +88,13 @@ def estimates(
     mem: MemoryBreakdown,
     itl_target_s: float | None = None,
     burst_requests: int = BURST_REQUESTS,
+    concurrency: int | None = None,
 ) -> Estimates:
     """Latency at low load, and throughput of a burst of `burst_requests` requests decoded at
     the batch a saturated server reaches (lowered to meet an inter-token latency target if one
     is given). The size of the burst matters: the fewer the requests, the larger the share of
-    the run spent draining, when the batch is no longer full."""
+    the run spent draining, when the batch is no longer full. With `concurrency`, the figures
+    of a closed loop of that many clients on the replica instead (`closed_loop`)."""
     work = spec.workload
     # P/D: the prefill side's prompt ends once its KV cache reaches the decode side.
     transfer = _kv_transfer_s(spec, machine) if role == "prefill" else 0.0
@@ -110,6 +112,8 @@ def estimates(
             prefill_s=prompt, ttft_s=ttft, itl_s=itl_1, decode_batch=0, itl_at_batch_s=itl_1,
             requests_per_s=0.0, output_tokens_per_s=0.0,
         )  # fmt: skip
+    if concurrency is not None:
+        return closed_loop(spec, machine, role, layout, batch, concurrency, prompt, transfer)
     step = decode_step_s(spec, machine, layout, batch, context)
     requests = burst_requests / layout.data
     prefill_seconds = requests * prefill_compute_s(spec, layout, work.input_tokens)
@@ -130,3 +134,35 @@ def estimates(
         requests_per_s=requests_per_s,
         output_tokens_per_s=requests_per_s * work.output_tokens,
     )
+
+
+def closed_loop(
+    spec: ModelSpec,
+    machine: MachineType,
+    role: str,
+    layout: Parallelism,
+    saturated: int,
+    concurrency: int,
+    prompt_s: float,
+    transfer_s: float,
+) -> Estimates:
+    """A closed loop of `concurrency` clients on one replica, each sending its next request when
+    its last is answered (`servestack bench --url --concurrency`): each DP rank decodes its
+    share of them at once (at most the batch its KV cache holds; beyond it requests queue, which
+    this does not add), a first token waits for the step of the others running, and each client
+    gets one answer per first token plus the decode of the rest of it."""
+    work = spec.workload
+    context = work.input_tokens + work.output_tokens // 2
+    batch = max(1, min(math.ceil(concurrency / layout.data), saturated))
+    ttft = ttft_s(spec, machine, layout, running=batch - 1) + transfer_s
+    step = decode_step_s(spec, machine, layout, batch, context)
+    cycle = {
+        "server": ttft + (work.output_tokens - 1) * step,
+        "prefill": ttft,
+        "decode": work.output_tokens * step,
+    }[role]
+    requests_per_s = layout.data * batch / cycle
+    return Estimates(
+        prefill_s=prompt_s, ttft_s=ttft, itl_s=step, decode_batch=batch, itl_at_batch_s=step,
+        requests_per_s=requests_per_s, output_tokens_per_s=requests_per_s * work.output_tokens,
+    )  # fmt: skip
