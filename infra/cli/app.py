@@ -16,8 +16,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from infra.cli import bench_url, check_edge, report
 from infra.cli import capacity as cli_capacity
-from infra.cli import check_edge, report
 from infra.cli import faults as cli_faults
 from infra.cli import local as cli_local
 from infra.cli.common import (
@@ -105,7 +105,7 @@ def plan_command(
         if model
         else list(loaded.profiles.values())
     )
-    plans = [plan(spec, prices) for spec in specs]
+    plans = [plan(spec, prices, calibration=loaded.calibration(spec)) for spec in specs]
     chains = [chain_costs(loaded, model_plan) for model_plan in plans]
     if as_json:
         document = {
@@ -210,7 +210,10 @@ def render_command(
     if model:
         wanted = pick(loaded.profiles, model, loaded.path, "--model")
         chosen = {key: spec for key, spec in chosen.items() if spec is wanted}
-    plans = {profile: plan(spec, loaded.config.prices) for profile, spec in chosen.items()}
+    plans = {
+        profile: plan(spec, loaded.config.prices, calibration=loaded.calibration(spec))
+        for profile, spec in chosen.items()
+    }
     # Every model's objects are built and checked before the first file is written: a refused
     # input leaves nothing behind.
     objects = {
@@ -299,6 +302,7 @@ for name, command in (
     ("render", render_command),
     ("check-edge", check_edge_command),
     ("preview", preview_command),
+    ("calibrate", bench_url.calibrate_command),
 ):
     app.command(name)(command)
 
@@ -311,7 +315,11 @@ local_app = typer.Typer(
 )
 local_commands: tuple[tuple[str, Callable[..., None], dict[str, object]], ...] = (
     ("serve", cli_local.serve_command, {"local": True}),
-    ("bench", cli_local.bench_command, {"local": True}),
+    (
+        "bench",
+        cli_local.bench_command,
+        {"local": True, "url": None, "sweep": False, "rate": None, "seed": 0, "max_seconds": None},
+    ),
     ("capacity", cli_capacity.capacity_command, {"local": True}),
     ("faults", cli_faults.faults_command, {"local": True}),
     ("top", cli_local.top_command, {"local": True, "url": None}),

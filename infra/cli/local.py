@@ -94,13 +94,37 @@ def bench_command(
     stack: StackArg = DEFAULT_STACK,
     model: Annotated[str | None, typer.Option(help="The stack model to benchmark.")] = None,
     local: LocalFlag = False,
-    requests: Annotated[
-        int,
+    url: Annotated[
+        str | None,
         typer.Option(
-            help="Requests per workload (multi-prompt and hot-prompt send twice as many)."
+            help="Measure the deployed service at this OpenAI base address against its plan: "
+            "http://HOST:PORT or https://EDGE/MODEL (/v1/chat/completions is appended); the key "
+            "from $SERVESTACK_API_KEY."
         ),
-    ] = 24,
+    ] = None,
+    requests: Annotated[
+        int | None,
+        typer.Option(
+            help="Requests per workload (multi-prompt and hot-prompt send twice as many). "
+            "[default: 24 with --local, 40 with --url]"
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Requests in flight at most.")] = 12,
+    sweep: Annotated[
+        bool,
+        typer.Option(
+            help="With --url: closed loops at 1, 2, 4, ... clients until requests/s stops rising."
+        ),
+    ] = False,
+    rate: Annotated[
+        float | None,
+        typer.Option(help="With --url: an open loop, Poisson arrivals at this many requests/s."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="With --rate: the arrivals' seed.")] = 0,
+    max_seconds: Annotated[
+        float | None,
+        typer.Option(help="With --url: stop sending each load's requests after this long."),
+    ] = None,
     replicas: Annotated[int, typer.Option(help="Replicas of the model, fixed.")] = 2,
     prefixes: Annotated[
         int, typer.Option(help="Shared system prompts (multi-prompt, hot-prompt).")
@@ -145,12 +169,48 @@ def bench_command(
         bool, typer.Option("--json", help="Print bench.json's document instead of the table.")
     ] = False,
 ) -> None:
-    """Benchmark the fast paths and the router side by side on the local application.
+    """Benchmark the fast paths and the router side by side on the local application, or with
+    --url the deployed service against its plan.
 
     Configurations: fast paths on and off (power of two on both), prefix affinity against
     power of two (fast paths on); with --engine vllm, also a bare vLLM server on the same
-    requests. Writes bench.json and bench.png.
+    requests. With --url: the same workloads and load generator, in a closed loop
+    (--concurrency), a sweep (--sweep) or an open loop (--rate), each figure beside the plan's
+    estimate. Writes bench.json and bench.png.
     """
+    if not 0 <= hot_share < 1:
+        raise ServestackError(
+            "command line", "--hot-share", f"{hot_share:g} is not a share of the requests",
+            "use a number from 0 up to (not including) 1, e.g. --hot-share 0.5",
+        )  # fmt: skip
+    if url is not None:
+        if local:
+            raise ServestackError(
+                "command line", "--local/--url", "say what to measure: --local or --url",
+                "servestack bench --local, or servestack bench --url URL --model NAME",
+            )  # fmt: skip
+        local_only = {"--replicas": replicas != 2, "--cache-prompts": cache_prompts != 3.0,
+                      "--time-scale": time_scale != 1.0, "--engine": engine != "simulated",
+                      "--variant": bool(only_variants)}  # fmt: skip
+        for flag, given in local_only.items():
+            if given:
+                raise ServestackError(
+                    "command line", flag, "applies to --local runs only",
+                    "drop it: a --url run measures the service as it is deployed",
+                )  # fmt: skip
+        bench_url_command(
+            stack, model, url, requests, concurrency, sweep, rate, seed, max_seconds, repeats,
+            workload, prefixes, prefix_tokens, hot_share, out, as_json,
+        )  # fmt: skip
+        return
+    for flag, given in (("--sweep", sweep), ("--rate", rate is not None),
+                        ("--max-seconds", max_seconds is not None)):  # fmt: skip
+        if given:
+            raise ServestackError(
+                "command line", flag, "applies to --url runs only",
+                "drop it, or measure a deployed service: servestack bench --url URL",
+            )  # fmt: skip
+    requests = 24 if requests is None else requests
     require_local(local, "bench")
     loaded = load_stack(stack)
     spec = one_model(loaded.profiles, model, loaded.path)
@@ -161,11 +221,6 @@ def bench_command(
         positive(value, flag)
     positive(cache_prompts, "--cache-prompts", allow_zero=True)
     positive(time_scale, "--time-scale", allow_zero=True)
-    if not 0 <= hot_share < 1:
-        raise ServestackError(
-            "command line", "--hot-share", f"{hot_share:g} is not a share of the requests",
-            "use a number from 0 up to (not including) 1, e.g. --hot-share 0.5",
-        )  # fmt: skip
     chosen = choose_engine(engine)
     local_modules()
     from infra.cli import bench as bench_run
@@ -202,6 +257,34 @@ def bench_command(
             highlight=False,
         )
         raise typer.Exit(1)
+
+
+def bench_url_command(
+    stack: str, model: str | None, url: str, requests: int | None, concurrency: int,
+    sweep: bool, rate: float | None, seed: int, max_seconds: float | None, repeats: int,
+    workload: list[str] | None, prefixes: int, prefix_tokens: int, hot_share: float,
+    out: Path | None, as_json: bool,
+) -> None:  # fmt: skip
+    """`bench --url`: the flags checked, the run made (`infra.cli.bench_url`)."""
+    from infra.cli import bench_url
+
+    loaded = load_stack(stack)
+    spec = one_model(loaded.profiles, model, loaded.path)
+    requests = bench_url.URL_REQUESTS if requests is None else requests
+    for value, flag in ((requests, "--requests"), (concurrency, "--concurrency"),
+                        (repeats, "--repeats"), (prefixes, "--prefixes"),
+                        (prefix_tokens, "--prefix-tokens")):  # fmt: skip
+        positive(value, flag)
+    bench_url.check_modes(sweep, rate, max_seconds)
+    options = bench_url.UrlOptions(
+        url=url, requests=requests, concurrency=concurrency, sweep=sweep, rate=rate, seed=seed,
+        max_seconds=max_seconds, repeats=repeats, workloads=tuple(workload or ()),
+        prefixes=prefixes, prefix_tokens=prefix_tokens, hot_share=hot_share,
+    )  # fmt: skip
+    out_dir = out if out is not None else Path("bench") / f"{spec.name}-url"
+    bench_url.run_url(
+        spec, stack, options, out_dir, " ".join(["servestack", *sys.argv[1:]]), as_json
+    )
 
 
 def top_command(
