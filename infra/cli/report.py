@@ -136,7 +136,8 @@ def print_plan(console: Console, spec: ModelSpec, plan: Plan) -> None:
     if plan.calibration is not None:
         colour = "green" if plan.calibration.applied else "yellow"
         label = "" if plan.calibration.applied else "warning: "
-        console.print(f"{label}{plan.calibration.summary()}", style=colour, highlight=False)
+        line = f"{label}{plan.calibration.summary()}"
+        console.print(line, style=colour, highlight=False, soft_wrap=True)
     print_verdicts(console, plan)
     console.print()
 
