@@ -15,8 +15,8 @@ import urllib.request
 from dataclasses import dataclass
 
 from serving.errors import ServestackError
+from serving.measure.target import KEY_VARIABLE
 
-KEY_VARIABLE = "SERVESTACK_API_KEY"
 WRONG_KEY = "servestack-check-edge-not-a-key"
 TIMEOUT_S = 15.0
 
