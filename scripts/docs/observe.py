@@ -37,8 +37,8 @@ def dashboard_panels() -> str:
 
 
 def alerts_table() -> str:
+    from infra.platform.alerts import alert_rules, gpu_node_minimums
     from infra.platform.config import load_stack
-    from infra.platform.monitoring import alert_rules, gpu_node_minimums
     from infra.platform.plan import plan_platform
 
     platform = plan_platform(load_stack("dev", ROOT))

@@ -17,15 +17,10 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from infra.deploy.components.args import ComponentArgs
-from infra.platform.monitoring import (
-    AlertRule,
-    alert_rules,
-    dashboard,
-    gpu_node_minimums,
-    pod_monitorings,
-    resource_name_of,
-)
+from infra.platform.alerts import AlertRule, alert_rules, gpu_node_minimums
+from infra.platform.monitoring import dashboard, pod_monitorings
 from infra.platform.pool_specs import GpuPoolSpec
+from infra.platform.promql import resource_name_of
 from infra.platform.stack_config import StackConfig
 from serving.compile.compiler import CompiledModel
 

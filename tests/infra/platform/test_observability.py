@@ -23,15 +23,9 @@ from crd_support import CRDS, strict_schema, with_defaults
 from infra_support import RecordingMocks, pulumi_config, run, use_stack
 from repo import REPO
 
+from infra.platform.alerts import alert_rules, gpu_node_minimums
 from infra.platform.config import load_stack
-from infra.platform.monitoring import (
-    COLUMNS,
-    alert_rules,
-    gpu_node_minimums,
-    model_panels,
-    pod_monitorings,
-    queries,
-)
+from infra.platform.monitoring import COLUMNS, model_panels, pod_monitorings, queries
 from infra.platform.plan import compile_stack, plan_platform
 from serving.observability.metrics import FAMILIES, known_series, metric_names
 

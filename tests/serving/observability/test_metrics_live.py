@@ -27,9 +27,11 @@ import pytest
 from cli_support import servestack_command
 from repo import REPO
 
+from infra.platform.alerts import gpu_node_minimums
 from infra.platform.config import load_stack
-from infra.platform.monitoring import _quantile, gpu_node_minimums, queries
+from infra.platform.monitoring import queries
 from infra.platform.plan import compile_stack, plan_platform
+from infra.platform.promql import quantile
 from serving.local.runtime.observed import ObservedRun, running
 from serving.observability.metrics import (
     ENGINE_METRICS,
@@ -182,8 +184,8 @@ def test_a_panel_reading_a_metric_nobody_exports_fails_the_same_check(live: Live
         REQUEST_LATENCY_BUCKETS_S,
     )  # fmt: skip
     catalog = {**FAMILIES, prefill.scraped: Family(prefill.scraped, "histogram", "vllm", "vLLM")}
-    panel = _quantile(0.99, prefill.scraped, 'model_name="m"')
-    typo = _quantile(0.99, "ray_vllm_time_to_first_token", 'model_name="m"')
+    panel = quantile(0.99, prefill.scraped, 'model_name="m"')
+    typo = quantile(0.99, "ray_vllm_time_to_first_token", 'model_name="m"')
     found = unexported([*_dashboard_and_alerts(), panel, typo], live.scraped, catalog)
     assert set(found) == {f"{prefill.scraped}_bucket", "ray_vllm_time_to_first_token_bucket"}
     assert "not exported by the local plane" in found[f"{prefill.scraped}_bucket"]

@@ -1,0 +1,112 @@
+"""The alert policies of a stack, each a PromQL condition with a runbook line. Their metrics
+come from `serving.observability.metrics`' catalog, like the dashboard's (`monitoring.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from infra.kube.manifests import resource_name
+from infra.platform.pool_specs import GpuPoolSpec
+from infra.platform.promql import (
+    edge_match,
+    engine_match,
+    max_serve_replicas,
+    quantile,
+    rate,
+    resource_name_of,
+    serve_match,
+)
+from serving import catalog
+from serving.compile.compiler import CompiledModel
+from serving.observability import metrics
+from serving.observability.metrics import engine
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    """One alert policy: a PromQL condition that fires when it returns a series for `for_s`."""
+
+    name: str
+    title: str
+    query: str
+    for_s: int
+    severity: str
+    runbook: str
+
+
+def gpu_node_minimums(pools: Iterable[GpuPoolSpec]) -> dict[str, int]:
+    """The fewest GPU nodes the stack's pools keep, by the GPU's product name as DCGM reports it
+    (pools of one GPU, an a3-highgpu and an a3-megagpu say, count together)."""
+    minimums: dict[str, int] = {}
+    for pool in pools:
+        gpu = catalog.ACCELERATORS[pool.machine.accelerator].product_name
+        minimums[gpu] = minimums.get(gpu, 0) + pool.kept_nodes
+    return minimums
+
+
+def alert_rules(models: Iterable[CompiledModel], gpu_minimums: dict[str, int]) -> list[AlertRule]:
+    """The alert policies of a stack; `gpu_minimums` is `gpu_node_minimums` of its pools."""
+    rules: list[AlertRule] = []
+    for model in models:
+        spec, most = model.spec, max_serve_replicas(model.plan)
+        name, eng, serve = resource_name(spec), engine_match(spec), serve_match(spec)
+        edge = edge_match(spec)
+        five_xx = edge + ', code="5xx"'
+        ttft = engine("vllm:time_to_first_token_seconds")
+        rules += [
+            AlertRule(
+                f"{name}-ttft", f"{spec.name}: TTFT p99 above {spec.latency.ttft_ms:g} ms",
+                f"{quantile(0.99, ttft, eng)} > {spec.latency.ttft_ms / 1e3:g}", 600, "WARNING",
+                "Requests wait for a first token longer than the profile's latency.ttft_ms. Check "
+                "'Requests running and waiting' and 'Replicas': if replicas sit at max, raise "
+                "autoscaling.max_replicas (and the GPU quota); if waiting grows below max, lower "
+                "autoscaling.target_ongoing_requests.",
+            ),
+            AlertRule(
+                f"{name}-5xx", f"{spec.name}: over 1% of edge responses are 5xx",
+                f"{rate(metrics.HAPROXY_RESPONSES, five_xx)} / "
+                f"{rate(metrics.HAPROXY_RESPONSES, edge)} > 0.01",
+                300, "ERROR",
+                "The edge answers 5xx. 502 bursts right after a replica change are HAProxy "
+                "reloads cutting streams (ray#66056); steady 5xx: `kubectl -n llm get rayservice "
+                f"{name}` and the Serve replica logs on the Ray head.",
+            ),
+            AlertRule(
+                f"{name}-pinned-at-max", f"{spec.name}: replicas pinned at the maximum",
+                f"sum({metrics.SERVE_TARGET_REPLICAS}{{{serve}}}) >= {most}",
+                900, "WARNING",
+                "Autoscaling wants every replica the profile allows. If TTFT holds, fine; if not, "
+                "raise autoscaling.max_replicas and check the GPU pool can grow (quota, Spot).",
+            ),
+            AlertRule(
+                f"{name}-kv-cache-full", f"{spec.name}: KV cache above 95%",
+                f"max({engine('vllm:kv_cache_usage_perc')}{{{eng}}}) > 0.95", 600, "WARNING",
+                "vLLM is about to preempt sequences. Lower autoscaling.target_ongoing_requests or "
+                "max_num_seqs, or give the model more KV memory (kv_cache_dtype: fp8, more TP).",
+            ),
+            AlertRule(
+                f"{name}-not-ready", f"{spec.name}: RayService not ready",
+                f'max({metrics.KUBERAY_SERVICE_READY}{{name="{name}", condition="false"}}) > 0',
+                600, "CRITICAL",
+                f"KubeRay reports the RayService not ready: `kubectl -n llm describe rayservice "
+                f"{name}`; look for pods pending on GPUs, image pulls or weights failing to load.",
+            ),
+        ]  # fmt: skip
+    for gpu, minimum in sorted(gpu_minimums.items()):
+        if minimum < 1:
+            continue
+        slug = resource_name_of(gpu)
+        rules.append(
+            AlertRule(
+                f"gpu-nodes-{slug}-below-min", f"{gpu} nodes below the pools' minimum {minimum}",
+                f"count(count by (Hostname)({metrics.GPU_UTIL}"
+                f'{{modelName="{gpu}"}})) < {minimum}',
+                900, "ERROR",
+                f"Fewer nodes report {gpu} GPUs than the node pools keep at least: Spot "
+                "preemption, a stock-out in the zone, or a failed driver install. Check the GPU "
+                "node pools' events in the console and `kubectl get nodes -l "
+                "cloud.google.com/gke-accelerator`.",
+            )
+        )  # fmt: skip
+    return rules
