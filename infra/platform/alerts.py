@@ -18,9 +18,14 @@ from infra.platform.promql import (
     serve_match,
 )
 from serving import catalog
+from serving.catalog.environment import (
+    RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY as FORWARD_BODY,
+)
 from serving.compile.compiler import CompiledModel
+from serving.compile.routers import SERVESTACK_ROUTERS
 from serving.observability import metrics
 from serving.observability.metrics import engine
+from serving.spec.profile import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,8 @@ def alert_rules(models: Iterable[CompiledModel], gpu_minimums: dict[str, int]) -
                 f"{name}`; look for pods pending on GPUs, image pulls or weights failing to load.",
             ),
         ]  # fmt: skip
+        if spec.router.kind in SERVESTACK_ROUTERS:
+            rules += router_rules(spec)
     for gpu, minimum in sorted(gpu_minimums.items()):
         if minimum < 1:
             continue
@@ -110,3 +117,41 @@ def alert_rules(models: Iterable[CompiledModel], gpu_minimums: dict[str, int]) -
             )
         )  # fmt: skip
     return rules
+
+
+# The share of one decision among a router's placements that raises each routing alert.
+BLIND_SHARE = 0.01
+SPILL_SHARE = 0.5
+
+
+def router_rules(spec: ModelSpec) -> list[AlertRule]:
+    """Routing efficacy as an SLO: servestack's prefix router counts what it decides
+    (`metrics.ROUTER_DECISIONS`). A router that sees no prompt places every request as new, and
+    cache affinity is gone without an error anywhere: that is an ERROR. Most placements past
+    the holders' load bound mean the prompts' traffic outgrew their replicas: a WARNING."""
+    name, app = resource_name(spec), f'application="{spec.name}"'
+
+    def share(decision: str) -> str:
+        chosen = f'{app}, decision="{decision}"'
+        return f"{rate(metrics.ROUTER_DECISIONS, chosen)} / {rate(metrics.ROUTER_DECISIONS, app)}"
+
+    return [
+        AlertRule(
+            f"{name}-router-blind", f"{spec.name}: the prefix router sees no prompts",
+            f"{share(metrics.ROUTER_NO_PROMPT)} > {BLIND_SHARE:g}", 600, "ERROR",
+            "servestack's router is placing requests without their prompt, so every request "
+            "is placed as a new prompt and the prefix cache is no longer aimed at. The request "
+            f"body is not reaching the router: check {FORWARD_BODY}=1 on the Ray head "
+            "(`servestack render`), and that clients send chat or completion requests with "
+            "their messages in the body.",
+        ),
+        AlertRule(
+            f"{name}-router-spilling",
+            f"{spec.name}: most shared prompts spill past their replicas' load bound",
+            f"{share(metrics.ROUTER_SPILL)} > {SPILL_SHARE:g}", 900, "WARNING",
+            "Most requests of prompts the router has seen go to a replica that does not hold "
+            "them, because every replica holding them is past the load bound: expect a lower "
+            "prefix-cache hit rate and a longer TTFT. Raise autoscaling.min_replicas, or "
+            "router.imbalance_ratio if the replicas have room.",
+        ),
+    ]  # fmt: skip

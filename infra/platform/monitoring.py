@@ -32,6 +32,7 @@ from infra.platform.promql import (
 from serving.catalog.pins import KUBERAY_CHART
 from serving.catalog.ray_ports import METRICS, SERVE_HAPROXY_METRICS
 from serving.compile.compiler import CompiledModel
+from serving.compile.routers import SERVESTACK_ROUTERS
 from serving.observability import metrics
 from serving.observability.metrics import engine
 
@@ -44,7 +45,7 @@ KUBERAY_METRICS_PORT = 8080
 # Managed Prometheus bills per sample ingested. A Ray node exports about 2,300 series (2,279 on
 # the local plane) of which the panels and alerts need Serve's and vLLM's (745); Serve's HAProxy
 # exports 682, of which 46 are the response counts by code. Only the families read are kept.
-KEEP_RAY = "ray_(vllm|serve)_.*"
+KEEP_RAY = "ray_(vllm|serve|servestack)_.*"
 KEEP_HAPROXY = "haproxy_(frontend|backend)_http_responses_total"
 KEEP_KUBERAY = "kuberay_.*"
 
@@ -115,6 +116,13 @@ class Panel:
 
 def model_panels(model: CompiledModel) -> list[Panel]:
     spec = model.spec
+    routing = (
+        [Panel("Router decisions/s by decision", {"{{decision}}": rate(
+            metrics.ROUTER_DECISIONS, f'application="{spec.name}"', "decision"
+        )})]
+        if spec.router.kind in SERVESTACK_ROUTERS
+        else []
+    )  # fmt: skip
     eng, serve, edge = engine_match(spec), serve_match(spec), edge_match(spec)
     ttft = engine("vllm:time_to_first_token_seconds")
     itl = engine("vllm:inter_token_latency_seconds")
@@ -170,6 +178,7 @@ def model_panels(model: CompiledModel) -> list[Panel]:
             },
             threshold=max_serve_replicas(model.plan),
         ),
+        *routing,
     ]  # fmt: skip
 
 

@@ -34,7 +34,7 @@ from typing import Literal
 from serving.catalog.pins import VLLM as VLLM_VERSION
 
 Kind = Literal["counter", "gauge", "histogram"]
-Exporter = Literal["vllm", "ray_serve", "haproxy", "kuberay", "dcgm"]
+Exporter = Literal["vllm", "ray_serve", "haproxy", "kuberay", "dcgm", "servestack"]
 
 RAY_PREFIX = "ray_"
 # A Ray counter is scraped with Prometheus' `_total` suffix.
@@ -149,6 +149,11 @@ SERVE_REPLICA_HEALTHY = "ray_serve_deployment_replica_healthy"
 SERVE_TARGET_REPLICAS = "ray_serve_autoscaling_target_replicas"
 SERVE_HAPROXY_RELOADS = "ray_serve_haproxy_update_latency_s_count"
 KUBERAY_SERVICE_READY = "kuberay_service_condition_ready"
+# servestack's prefix routers count each placement by what they decided (`decision`: affinity,
+# spill, new_prompt, no_prompt), per `application`: serving/router/prefix_affinity.py's
+# DECISION_METRIC through Ray's exporter (tests/serving/router/test_routing.py checks the name).
+ROUTER_DECISIONS = "ray_servestack_router_decisions_total"
+ROUTER_NO_PROMPT, ROUTER_SPILL = "no_prompt", "spill"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GPU_MEMORY_USED = "DCGM_FI_DEV_FB_USED"
 
@@ -165,6 +170,8 @@ FAMILIES: dict[str, Family] = {
         Family(SERVE_TARGET_REPLICAS, "gauge", "ray_serve", _SERVE + "deployment_state.py"),
         Family(SERVE_HAPROXY_RELOADS.removesuffix("_count"), "histogram", "ray_serve",
                _SERVE + "haproxy.py: one observation per HAProxy reload"),
+        Family(ROUTER_DECISIONS, "counter", "servestack", "serving/router/prefix_affinity.py "
+               "(DECISION_METRIC): one per request a servestack router places"),
         Family(KUBERAY_SERVICE_READY, "gauge", "kuberay", "KubeRay 1.7.0 ray-operator/"
                "controllers/ray/metrics/ray_service_metrics.go", local=False),
         Family(GPU_UTIL, "gauge", "dcgm", "NVIDIA dcgm-exporter default counters (GKE's "

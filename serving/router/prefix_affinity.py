@@ -40,6 +40,13 @@ weakens as the ingress scales out.
   replica a few hundred ms before HAProxy's server list has it, and HAProxy answers 503
   ("unknown_replica_id") to a request routed there. Being the emptiest, a new replica would
   otherwise draw every new prompt in that window.
+
+Each decision is counted (`DECISIONS`) and exported per application as
+`servestack_router_decisions` (scraped as `ray_servestack_router_decisions_total`), so that a
+router that stops paying is seen rather than inferred from a falling hit rate: `no_prompt` means
+the router saw no prompt text (the request body was not forwarded to it, or held no prompt) and
+placed the request as a new prompt; `spill` that every replica holding the prompt was past its
+load bound.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from ray.serve.request_router import (  # type: ignore[attr-defined]
     RequestRouter,
     RunningReplica,
 )
+from ray.util import metrics as ray_metrics
 
 ROUTER_CLASS = "serving.router.prefix_affinity:PrefixAffinityRouter"
 
@@ -72,6 +80,13 @@ MIN_HEADROOM = 2
 DEFAULT_MAX_ENTRIES = 200_000
 # Measured locally: HAProxy learned of new replicas up to 0.3 s after the router did.
 NEW_REPLICA_GRACE_S = 2.0
+
+# What the router decided for a request: a holder with room took it; every holder was past its
+# bound (spilled to another replica); nobody held the prompt; the router saw no prompt at all.
+AFFINITY, SPILL, NEW_PROMPT, NO_PROMPT = "affinity", "spill", "new_prompt", "no_prompt"
+DECISIONS = (AFFINITY, SPILL, NEW_PROMPT, NO_PROMPT)
+DECISION_METRIC = "servestack_router_decisions"
+DECISION_TAGS = ("application", "decision")
 
 
 def prompt_text(pending_request: PendingRequest | None) -> str:
@@ -151,6 +166,9 @@ class PrefixAffinityRouter(RequestRouter):
         # a prompt's first chunk -> when the router last routed it, over the load window
         self._prompt_recent: OrderedDict[int, deque[float]] = OrderedDict()
         self._first_seen: dict[ReplicaID, float] = {}
+        self.decisions: Counter[str] = Counter()
+        self.last_decision: str | None = None
+        self._exported: Any = None
 
     async def choose_replicas(
         self,
@@ -161,7 +179,23 @@ class PrefixAffinityRouter(RequestRouter):
             return []
         by_id = {replica.replica_id: replica for replica in candidate_replicas}
         chosen = self.pick(list(by_id), prompt_text(pending_request), time.monotonic())
+        self._export(self.last_decision)
         return [[by_id[chosen]]]
+
+    def _export(self, decision: str | None) -> None:
+        """Count the decision in Ray's metrics, by application (made on first use: only a router
+        running inside Ray exports)."""
+        if decision is None:
+            return
+        if self._exported is None:
+            self._exported = ray_metrics.Counter(
+                DECISION_METRIC,
+                "Requests servestack's prefix router placed, by what it decided.",
+                tag_keys=DECISION_TAGS,
+            )
+        deployment = getattr(self, "_deployment_id", None)
+        application = getattr(deployment, "app_name", "") or ""
+        self._exported.inc(tags={"application": application, "decision": decision})
 
     # Pure decision logic, separate from Ray's types so it can be tested on its own.
     def pick(self, candidates: Sequence[ReplicaID], text: str, now: float) -> ReplicaID:
@@ -180,14 +214,18 @@ class PrefixAffinityRouter(RequestRouter):
             if load[replica] <= self._bound(limit, least, load[replica], prompt_load)
         ]
         if with_room:
-            chosen = min(with_room, key=load.__getitem__)
+            chosen, decision = min(with_room, key=load.__getitem__), AFFINITY
         elif holders:
             chosen = self._power_of_two(
                 [replica for replica in settled if load[replica] <= limit] or settled, load
             )
+            decision = SPILL
         else:
             shuffled = random.sample(settled, k=len(settled))
             chosen = min(shuffled, key=lambda replica: (self._cache_size(replica), load[replica]))
+            decision = NEW_PROMPT if hashes else NO_PROMPT
+        self.decisions[decision] += 1
+        self.last_decision = decision
         self._remember(hashes, chosen)
         self._recent.setdefault(chosen, deque()).append(now)
         return chosen

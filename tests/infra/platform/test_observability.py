@@ -306,3 +306,18 @@ def test_no_query_reaches_for_a_label_vllm_does_not_set() -> None:
     for query in queries(list(compile_stack(stack).values()), {}):
         for name, matcher in re.findall(r"(ray_vllm_\w+)\{([^}]*)\}", query):
             assert matcher.startswith("model_name="), (name, matcher)
+
+
+@pytest.mark.parametrize(("router", "drawn"), [("servestack_prefix_affinity", True),
+                                              ("servestack_precise_prefix", True),
+                                              ("power_of_two", False)])  # fmt: skip
+def test_the_router_panel_and_alerts_come_with_servestacks_routers(
+    router: str, drawn: bool
+) -> None:
+    from planner_support import spec
+
+    compiled = compile_spec(spec(router=router))
+    titles = [panel.title for panel in model_panels(compiled)]
+    assert ("Router decisions/s by decision" in titles) is drawn
+    routing = {"m-router-blind", "m-router-spilling"}
+    assert (routing <= {rule.name for rule in alert_rules([compiled], {})}) is drawn

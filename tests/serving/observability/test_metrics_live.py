@@ -37,6 +37,7 @@ from serving.observability.metrics import (
     ENGINE_METRICS,
     FAMILIES,
     REQUEST_LATENCY_BUCKETS_S,
+    ROUTER_DECISIONS,
     TTFT_BUCKETS_S,
     VLLM_LABELS,
     EngineMetric,
@@ -44,10 +45,12 @@ from serving.observability.metrics import (
     metric_names,
 )
 from serving.observability.top import scrape
+from serving.router.prefix_affinity import AFFINITY, DECISIONS
 from serving.spec.profile import ModelSpec
 
 STACKS = ("dev", "prod")
-VARIANT = "fast-paths-on/power-of-two"
+# servestack's router, so that its decision counter is among what the plane exports.
+VARIANT = "fast-paths-on/servestack-prefix-affinity"
 # Long enough a load (80 requests of 50 tokens, 8 in flight, engine steps at 4x the plan's) for
 # top to draw a few tables while it runs.
 BENCH_ARGS = (
@@ -72,6 +75,8 @@ class Live:
     scraped: set[str] = field(default_factory=set)
     # Each engine family's label sets, as scraped.
     engine_labels: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    # The label sets of servestack's router decision counter, as scraped.
+    router_labels: list[dict[str, str]] = field(default_factory=list)
 
 
 def _started_by(pid: int, timeout_s: float, process: subprocess.Popen[str]) -> ObservedRun:
@@ -102,6 +107,8 @@ def _watch(live: Live, bench: subprocess.Popen[str]) -> None:
                 live.scraped.add(name)
                 if name.startswith("ray_vllm_"):
                     live.engine_labels.setdefault(name, []).append(dict(labels))
+                if name == ROUTER_DECISIONS:
+                    live.router_labels.append(dict(labels))
         time.sleep(SCRAPE_EVERY_S)
 
 
@@ -202,6 +209,16 @@ def test_engine_metrics_carry_vllms_labels_and_this_model(live: Live) -> None:
         assert labels, metric.scraped
         assert all(set(VLLM_LABELS) <= set(label) for label in labels)
         assert {label["model_name"] for label in labels} == {live.spec.name}
+
+
+def test_the_router_counts_its_decisions_under_this_application(live: Live) -> None:
+    """What the routing alerts read: servestack's router, inside the run's LLMRouter, exports a
+    count per decision labelled with the model's application; on two shared prompts, repeats
+    of a prompt its holder took (`affinity`)."""
+    assert live.router_labels, "the router's decision counter was never scraped"
+    assert {labels["application"] for labels in live.router_labels} == {live.spec.name}
+    decisions = {labels["decision"] for labels in live.router_labels}
+    assert AFFINITY in decisions and decisions <= set(DECISIONS)
 
 
 def _rates(output: str, model: str) -> list[tuple[float, float]]:

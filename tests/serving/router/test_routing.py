@@ -140,3 +140,30 @@ def test_prompts_move_off_a_replica_that_owns_too_many() -> None:
         homes.setdefault(prompt, Counter())[replica] += 1
     at_home = sum(counter.most_common(1)[0][1] for counter in homes.values())
     assert at_home / len(order[40:]) >= 0.8
+
+
+def test_each_decision_is_counted_by_what_the_router_saw() -> None:
+    """No prompt text (the body not forwarded), a prompt nobody holds, its holder with room,
+    then its holder past the bound (a prompt carrying all of a replica's requests may take it
+    past twice the least loaded's count plus MIN_HEADROOM, 0 x 2 + 2 here): spilled."""
+    chosen = router()
+    prompt = system_prompt(0)
+    seen = []
+    for i, text in enumerate(["", prompt, prompt, prompt, prompt]):
+        chosen.pick(REPLICAS, text + f" q{i}" if text else "", now=i * 0.01)
+        seen.append(chosen.last_decision)
+    assert seen == [routing.NO_PROMPT, routing.NEW_PROMPT, routing.AFFINITY, routing.AFFINITY,
+                    routing.SPILL]  # fmt: skip
+    assert chosen.decisions == Counter(seen)
+    assert set(seen) == set(routing.DECISIONS)
+
+
+def test_the_catalog_names_the_decisions_as_the_router_exports_them() -> None:
+    """The alerts read the router's counter by the catalog's spelling: Ray's exporter prefixes
+    `ray_` and a counter gains `_total`."""
+    from serving.observability import metrics
+
+    assert metrics.ROUTER_DECISIONS == (
+        metrics.RAY_PREFIX + routing.DECISION_METRIC + metrics.COUNTER_SUFFIX
+    )
+    assert {metrics.ROUTER_NO_PROMPT, metrics.ROUTER_SPILL} <= set(routing.DECISIONS)
