@@ -130,9 +130,12 @@ class TestShippedStacks:
             NODE_POOL: 1 + steps_of(stack),
             "kubernetes:cloud.google.com/v1:ComputeClass": len(PLANNED_CHAINS[stack]),
             # Observability: one dashboard; an email channel per address; five alert policies
-            # per model and one per GPU model the pools keep nodes of.
+            # per model, two more (routing) per model on servestack's router, and one per GPU
+            # model the pools keep nodes of.
             "gcp:monitoring/dashboard:Dashboard": 1,
-            "gcp:monitoring/alertPolicy:AlertPolicy": 5 * len(models) + len(gpus_kept),
+            "gcp:monitoring/alertPolicy:AlertPolicy": 5 * len(models)
+            + 2 * sum(1 for spec in models if ships_router(spec))
+            + len(gpus_kept),
         } | (
             {"gcp:monitoring/notificationChannel:NotificationChannel": len(emails)}
             if emails
