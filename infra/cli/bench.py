@@ -16,7 +16,7 @@ from rich.console import Console
 from infra.cli import progress
 from serving.errors import ServestackError, unknown_key_fix
 from serving.local.bench import stats as bench_stats
-from serving.local.bench.workloads import SHARED_PREFIX_WORKLOADS, WORKLOADS, default_workloads
+from serving.local.bench.workloads import SHARED_PREFIX_WORKLOADS, chosen_workloads
 from serving.local.runtime.app import Engine
 from serving.spec.profile import ModelSpec
 
@@ -63,24 +63,10 @@ def run(
     from serving.local.bench import runner as bench
     from serving.local.engine import simulation
 
-    wanted = options.workloads or tuple(WORKLOADS)
-    for name in wanted:
-        if name not in WORKLOADS:
-            raise ServestackError(
-                "command line", "--workload", f"no workload '{name}'",
-                unknown_key_fix(name, WORKLOADS, "workloads"),
-            )  # fmt: skip
-    workloads = {
-        name: w
-        for name, w in default_workloads(
-            options.requests,
-            options.concurrency,
-            options.prefixes,
-            options.prefix_tokens,
-            options.hot_share,
-        ).items()
-        if name in wanted
-    }
+    workloads = chosen_workloads(
+        options.workloads, options.requests, options.concurrency, options.prefixes,
+        options.prefix_tokens, options.hot_share,
+    )  # fmt: skip
     settings = None
     if options.engine == "simulated":
         cache_tokens = int(options.cache_prompts * (options.prefix_tokens + 50))

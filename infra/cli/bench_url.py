@@ -19,8 +19,8 @@ from infra.cli.bench_report import PIPED_WIDTH
 from infra.cli.common import console, errors, positive
 from infra.platform.config import load_stack
 from infra.platform.stack_config import DEFAULT_STACK
-from serving.errors import ServestackError, unknown_key_fix
-from serving.local.bench.workloads import WORKLOADS, default_workloads
+from serving.errors import ServestackError
+from serving.local.bench.workloads import chosen_workloads
 from serving.spec.loading import display_path
 from serving.spec.profile import ModelSpec
 
@@ -86,18 +86,10 @@ def run_url(
     from serving.measure.run import Mode, Progress, failed, run_bench
 
     url = target.base_url(options.url)
-    for name in options.workloads:
-        if name not in WORKLOADS:
-            raise ServestackError(
-                "command line", "--workload", f"no workload '{name}'",
-                unknown_key_fix(name, WORKLOADS, "workloads"),
-            )  # fmt: skip
-    chosen = options.workloads or WORKLOADS
-    shapes = default_workloads(
-        options.requests, options.concurrency, options.prefixes, options.prefix_tokens,
-        options.hot_share,
+    workloads = chosen_workloads(
+        options.workloads, options.requests, options.concurrency, options.prefixes,
+        options.prefix_tokens, options.hot_share,
     )  # fmt: skip
-    workloads = {name: w for name, w in shapes.items() if name in chosen}
     if options.sweep:
         mode = Mode(name="sweep")
     elif options.rate is not None:

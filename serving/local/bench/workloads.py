@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from serving.errors import ServestackError, unknown_key_fix
 from serving.frozen import Frozen
 
 WorkloadName = Literal["decode-heavy", "prefill-heavy", "multi-prompt", "hot-prompt"]
@@ -116,3 +117,24 @@ def default_workloads(
             shared_prefixes=shared_prefixes, prefix_tokens=prefix_tokens, hot_share=hot_share,
         ),
     }  # fmt: skip
+
+
+def chosen_workloads(
+    names: tuple[str, ...],
+    requests: int,
+    concurrency: int,
+    shared_prefixes: int,
+    prefix_tokens: int,
+    hot_share: float,
+) -> dict[WorkloadName, Workload]:
+    """The workloads `--workload` names (all where it names none) at the flags' sizes; a name
+    that is no workload is refused, naming the flag and the workloads there are."""
+    for name in names:
+        if name not in WORKLOADS:
+            raise ServestackError(
+                "command line", "--workload", f"no workload '{name}'",
+                unknown_key_fix(name, WORKLOADS, "workloads"),
+            )  # fmt: skip
+    wanted = names or tuple(WORKLOADS)
+    shapes = default_workloads(requests, concurrency, shared_prefixes, prefix_tokens, hot_share)
+    return {name: w for name, w in shapes.items() if name in wanted}
