@@ -112,6 +112,27 @@ def _group_table(group: GroupPlan) -> Table:
             _usd(cost.usd_per_million_output_tokens),
         ),
     ]
+    if group.lora is not None:
+        adapters = group.lora
+        rows.insert(
+            5,
+            (
+                "LoRA slots / GPU",
+                _gib(mem.lora_bytes),
+                "adapters",
+                f"{adapters.adapters} served, {adapters.adapters_on_gpu} per step (GPU), "
+                f"{adapters.adapters_in_cpu} held (CPU)",
+            ),
+        )
+        rows.insert(
+            6,
+            (
+                "LoRA / worker (CPU)",
+                _gib(adapters.cpu_bytes_per_worker),
+                "LoRA decode cost",
+                f"+{_ms(adapters.decode_step_overhead_s)} / step (Punica), in the estimates",
+            ),
+        )
     for row in rows:
         table.add_row(*row)
     return table

@@ -4,9 +4,10 @@
 - `serve_config`: the `serveConfigV2` document, one application built by the one serving
   pattern (`serving.compile.patterns`) that serves the spec, with Ray's public builder; each of
   its LLMConfigs (`serving.compile.llm_config`: engine arguments from `serving.compile.engine`,
-  weights from `serving.compile.weights`, knobs from `serving.compile.autoscaling`) describes one
-  replica group of the plan. The only code of ours the cluster runs is servestack's request
-  router, where the profile names it (`serving.compile.routers`);
+  weights from `serving.compile.weights`, LoRA adapters from `serving.compile.lora`, knobs from
+  `serving.compile.autoscaling`) describes one replica group of the plan. The only code of ours
+  the cluster runs is servestack's request router, where the profile names it
+  (`serving.compile.routers`);
 - `cluster_env`: the fast-path variables for the Ray head and every worker container
   (`serving.compile.environment`);
 - `worker_shapes`: the GPU worker pods one model needs, per machine type

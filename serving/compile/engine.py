@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from serving.compile.lora import lora_engine_kwargs
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
 
@@ -43,4 +44,5 @@ def engine_kwargs(
         # The V2 Ray executor is the one that can overlap scheduling with the GPU step; asking
         # explicitly makes vLLM fail loudly rather than fall back if something forbids it.
         kwargs["async_scheduling"] = True
+    kwargs |= lora_engine_kwargs(spec)
     return kwargs | dict(pattern_kwargs or {}) | spec.engine_args

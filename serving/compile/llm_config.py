@@ -12,6 +12,7 @@ from typing import Any
 
 from serving.compile.autoscaling import derive
 from serving.compile.engine import engine_kwargs
+from serving.compile.lora import lora_config
 from serving.compile.routers import RAY_DEFAULT_ROUTER_CLASS, ROUTER_CLASSES, ROUTERS
 from serving.compile.weights import model_source
 from serving.plan.planner import GroupPlan
@@ -97,6 +98,9 @@ def llm_config(
         # said here so that a Ray whose default changes cannot silently blind the dashboard.
         "log_engine_metrics": True,
     }
+    adapters = lora_config(spec)
+    if adapters is not None:
+        config["lora_config"] = adapters
     server_class = ROUTERS[spec.router.kind].server_class
     if server_class is not None:
         config["server_cls"] = server_class

@@ -2,7 +2,8 @@
 
 `gpu_memory_utilization` of the board is usable. The weights as vLLM loads them take their part,
 the peak of vLLM's profiling run (one `max_num_batched_tokens` forward pass and one sampler pass
-over `max_num_seqs` FP32 logits) and the runtime's own buffers take theirs, and the rest is KV
+over `max_num_seqs` FP32 logits), the runtime's own buffers and any LoRA adapter slots
+(`serving.plan.lora`) take theirs, and the rest is KV
 cache, laid out as vLLM's KV-cache manager lays it (`kv_cache`). Each term says where its size
 comes from; the published runs that pin the totals are in
 `tests/serving/plan/test_planner.py` (gpt-oss-120b at 131k on one H100 runs out of memory,
@@ -17,7 +18,7 @@ from pydantic import Field
 
 from serving.catalog import BYTES_PER_WEIGHT, GIB
 from serving.frozen import Frozen
-from serving.plan import kv_cache
+from serving.plan import kv_cache, lora
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
 
@@ -45,6 +46,11 @@ class MemoryBreakdown(Frozen):
         "sampler pass over max_num_seqs sequences."
     )
     runtime_overhead_bytes: int
+    lora_bytes: int = Field(
+        default=0,
+        description="LoRA adapter slots vLLM preallocates (max_loras at max_lora_rank; "
+        "serving.plan.lora); 0 without adapters.",
+    )
     kv_cache_bytes: int = Field(description="What is left for KV cache (negative: does not fit).")
     kv_cache_bytes_per_token: int = Field(
         description="Whole model: what each token of a sequence adds in the layers whose cache "
@@ -164,7 +170,8 @@ def memory(spec: ModelSpec, layout: Parallelism) -> MemoryBreakdown:
     weights = int(weight_bytes_per_gpu(spec, layout))
     activations = activation_bytes_per_gpu(spec, layout)
     overhead = runtime_overhead_bytes(layout)
-    kv_free = usable - weights - activations - overhead
+    adapters = lora.gpu_bytes(spec, layout)
+    kv_free = usable - weights - activations - overhead - adapters
     per_gpu = kv_cache.layout(spec, layout)
     whole = kv_cache.layout(spec, Parallelism())
     blocks = per_gpu.num_blocks(kv_free)
@@ -174,6 +181,7 @@ def memory(spec: ModelSpec, layout: Parallelism) -> MemoryBreakdown:
         weights_bytes=weights,
         activation_bytes=activations,
         runtime_overhead_bytes=overhead,
+        lora_bytes=adapters,
         kv_cache_bytes=kv_free,
         kv_cache_bytes_per_token=whole.bytes_per_token,
         kv_cache_bytes_per_sequence=whole.bytes_per_sequence(spec.max_model_len),

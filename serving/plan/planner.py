@@ -14,11 +14,12 @@ from pydantic import Field, computed_field
 
 from serving.catalog import GIB
 from serving.frozen import Frozen
-from serving.plan import calibrated
+from serving.plan import calibrated, lora
 from serving.plan.accuracy import error_band
 from serving.plan.calibrated import CalibrationNote
 from serving.plan.collectives import ALLTOALL_LATENCY_S, alltoall_bytes_per_rank, alltoall_s
 from serving.plan.cost import replica_share
+from serving.plan.lora import LoraPlan
 from serving.plan.memory import (
     MemoryBreakdown,
     activation_bytes_per_gpu,
@@ -86,6 +87,11 @@ class GroupPlan(Frozen):
     placement: Placement
     estimates: Estimates
     cost: Cost
+    lora: LoraPlan | None = Field(
+        default=None,
+        description="What the profile's LoRA adapters cost one replica (serving.plan.lora); "
+        "None without adapters. The estimates include it.",
+    )
 
     # Read through the group, and kept in the plan's JSON where `plan --json` always had them.
     @computed_field  # type: ignore[prop-decorator]
@@ -181,6 +187,8 @@ def plan(
         # caller asks about another target (the recommender's).
         target_s = spec.latency.itl_ms / 1e3 if itl_target_s is None else itl_target_s
         est = estimates(spec, machine, role, layout, mem, target_s, burst_requests, concurrency)
+        adapters = lora.lora_plan(spec, layout)
+        est = lora.applied(est, adapters)
         if calibration is not None and why_not is None:
             est = calibrated.applied(est, calibration)
         node_price = machine.list_price(prices)
@@ -192,6 +200,7 @@ def plan(
                 memory=mem,
                 placement=where,
                 estimates=est,
+                lora=adapters,
                 cost=Cost(
                     price_per_hour_usd=replica_price,
                     min_fleet_per_hour_usd=node_price * where.min_nodes,

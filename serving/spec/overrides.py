@@ -40,6 +40,11 @@ DERIVED_ENGINE_ARGS = {
     "model": "source",
     "served_model_name": "name",
     "distributed_executor_backend": "nothing: Ray Serve LLM always runs vLLM on Ray",
+    "enable_lora": "lora",
+    "max_loras": "lora.max_loras",
+    "max_lora_rank": "lora.max_lora_rank",
+    "max_cpu_loras": "lora.max_cpu_loras",
+    "lora_modules": "lora.adapters (Ray Serve LLM loads them from lora_config)",
 }
 # vLLM's own HTTP server settings: Ray Serve and the edge ingress serve HTTP, TLS and API keys,
 # and a key or certificate here would sit in plaintext in the Serve config.

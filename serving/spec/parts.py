@@ -143,6 +143,14 @@ ROUTER_KWARGS: dict[str, tuple[str, ...]] = {
     ),
 }  # fmt: skip
 
+# The routers that read the adapter a request names (its body's `model`, `<base>:<adapter>`)
+# and prefer a replica that holds it: servestack's own (serving/router/). Under direct streaming
+# Ray 2.56.1 hands a router the request body and nothing else (no multiplexed model id), so
+# Ray's PrefixCacheAffinityRouter, power of two and round robin cannot see the adapter there.
+ADAPTER_AWARE_ROUTERS: frozenset[RouterKind] = frozenset(
+    {"servestack_prefix_affinity", "servestack_precise_prefix"}
+)
+
 
 class Autoscaling(StrictFrozen):
     """Replica bounds, and Ray Serve's autoscaling knobs. The knobs left unset are derived from

@@ -19,6 +19,7 @@ from serving.catalog.pins import VLLM as VLLM_VERSION
 from serving.errors import FixableValueError
 from serving.frozen import StrictFrozen
 from serving.spec import overrides
+from serving.spec.lora import Lora, adapter_model_id
 from serving.spec.names import kubernetes_name_problem
 from serving.spec.parts import (
     Autoscaling,
@@ -138,6 +139,10 @@ class ModelSpec(StrictFrozen):
     fast_paths: FastPaths = Field(
         default_factory=FastPaths, description="Ray 2.56 fast paths, all on by default."
     )
+    lora: Lora | None = Field(
+        default=None,
+        description="LoRA adapters served on this model, each as '<name>:<adapter>'; unset, none.",
+    )
     engine_args: dict[str, Any] = Field(
         default_factory=dict,
         description=f"Further vLLM {VLLM_VERSION} engine arguments, e.g. all2all_backend.",
@@ -255,6 +260,8 @@ class ModelSpec(StrictFrozen):
                 f"set kv_cache_dtype: auto, or use {' / '.join(catalog.FP8_ACCELERATORS)}",
                 field="kv_cache_dtype",
             )
+        if self.lora is not None:
+            self._lora_consistent(self.lora)
         if self.disaggregation is not None and self.parallelism.data > 1:
             raise FixableValueError(
                 "prefill/decode disaggregation with data-parallel groups is not supported",
@@ -263,11 +270,55 @@ class ModelSpec(StrictFrozen):
             )
         return self
 
+    def _lora_consistent(self, lora: Lora) -> None:
+        arch = self.architecture
+        if arch.is_moe or arch.attention != "gqa" or arch.attention_layers is not None:
+            raise FixableValueError(
+                f"{arch.key} has expert, MLA or linear-attention layers, whose LoRA weights "
+                "servestack's planner does not lay out (it would underestimate their memory)",
+                "serve LoRA adapters on a dense attention model, or drop lora",
+                field="lora",
+            )
+        if self.disaggregation is not None:
+            raise FixableValueError(
+                "LoRA adapters with prefill/decode disaggregation: both sides would have to "
+                "load each adapter, and Ray 2.56's P/D builder routes no adapter to them",
+                "drop lora, or drop disaggregation",
+                field="lora",
+            )
+        # Ray reads gs:// adapters with the credentials of the model's pods: the weights
+        # account, which is granted the weights bucket and nothing else.
+        weights_bucket = (
+            self.source.removeprefix(GCS_SCHEME).partition("/")[0] if self.weights_on_gcs else None
+        )
+        for index, adapter in enumerate(lora.adapters):
+            if adapter.bucket is not None and adapter.bucket != weights_bucket:
+                readable = (
+                    f"gs://{weights_bucket}/..."
+                    if weights_bucket
+                    else "no bucket (its weights "
+                    "come from Hugging Face, so it has no weights account)"
+                )
+                raise FixableValueError(
+                    f"adapter '{adapter.name}' is in gs://{adapter.bucket}, which the model's "
+                    f"weights account does not read; it reads {readable}",
+                    "put the adapter in the bucket of the model's own weights (gs:// source), "
+                    "so that one account, the model's, reads both",
+                    field=f"lora.adapters.{index}.source",
+                )
+
     @property
     def weights_on_gcs(self) -> bool:
         """The weights are read from a Cloud Storage bucket (GCS FUSE), not the Hugging Face Hub:
         the one test of it every stage asks."""
         return self.source.startswith(GCS_SCHEME)
+
+    @property
+    def adapter_model_ids(self) -> list[str]:
+        """The model id a client names each LoRA adapter by (`<name>:<adapter>`), in order."""
+        if self.lora is None:
+            return []
+        return [adapter_model_id(self.name, adapter.name) for adapter in self.lora.adapters]
 
     @property
     def gpu(self) -> Accelerator:

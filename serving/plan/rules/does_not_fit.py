@@ -13,10 +13,12 @@ def does_not_fit(case: Case) -> Finding | None:
     if mem.fits:
         return None
     needed = mem.weights_bytes + mem.activation_bytes + mem.runtime_overhead_bytes
+    needed += mem.lora_bytes
     needed += spec.max_model_len * mem.kv_cache_bytes_per_token_per_gpu
+    held = "weights and LoRA slots" if mem.lora_bytes else "weights"
     return Finding(
         f"{spec.architecture.key} ({spec.weights_dtype}) with {describe(case.layout)} needs "
-        f"{needed / GIB:.1f} GiB per GPU for weights and one {spec.max_model_len:,}-token "
+        f"{needed / GIB:.1f} GiB per GPU for {held} and one {spec.max_model_len:,}-token "
         f"sequence; {spec.gpu.key} offers {mem.usable_bytes / GIB:.1f} GiB at "
         f"gpu_memory_utilization {spec.gpu_memory_utilization} — {case.use}",
         case.smallest,

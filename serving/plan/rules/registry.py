@@ -11,6 +11,7 @@ from serving.plan.rules import (
     ep_on_dense,
     ep_size_indivisible,
     fp8_weight_only,
+    lora_routing,
     needless_span,
     over_sharded,
     placement_strategy,
@@ -31,6 +32,7 @@ RULES: tuple[Rule, ...] = (
     ep_on_dense.RULE,
     ep_size_indivisible.RULE,
     fp8_weight_only.RULE,
+    lora_routing.RULE,
 )
 
 

@@ -37,6 +37,11 @@ BREAKING: dict[str, ModelSpec] = {
         parallelism={"tensor": 1, "data": 3, "expert": True},
     ),
     "fp8-weight-only": spec(accelerator="a100-80gb", quantization="fp8"),
+    "lora-routing": spec(
+        source="gs://weights/m",
+        router="power_of_two",
+        lora={"adapters": [{"name": "a", "source": "gs://weights/adapters/a", "rank": 8}]},
+    ),
 }
 
 
