@@ -7,6 +7,7 @@ from pulumi_policy import Policy
 
 from policies.edge import EDGE_POLICIES
 from policies.faults import FAULT_POLICIES
+from policies.lora import LORA_POLICIES
 from policies.node_pools import NODE_POOL_POLICIES
 from policies.objects import OBJECT_POLICIES
 from policies.platform import PLATFORM_POLICIES
@@ -18,6 +19,7 @@ PACK_NAME = "servestack-llm-serving"
 POLICIES: list[Policy] = [
     *TOPOLOGY_POLICIES,
     *SERVING_POLICIES,
+    *LORA_POLICIES,
     *PLATFORM_POLICIES,
     *OBJECT_POLICIES,
     *EDGE_POLICIES,

@@ -40,6 +40,15 @@ from policy_edits import (
 )
 
 from policies.pack import POLICIES
+from serving.compile.routers import ROUTER_CLASSES
+
+BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+
+
+def _ray_prefix_router(config: dict[str, Any]) -> None:
+    router = config["deployment_config"]["request_router_config"]
+    router["request_router_class"] = ROUTER_CLASSES["prefix_affinity"]
+    router.pop("request_router_kwargs", None)
 
 
 @dataclass(frozen=True)
@@ -220,6 +229,20 @@ CASES: dict[str, Case] = {
     "stack-nodepool-upgrade-room": Case(
         "prod", "gpu-pool", set_at(4, "autoscaling", "totalMaxNodeCount"),
         pop_at("nodeConfig", "labels"), "advisory",
+    ),
+    # The lora stack's model, its two adapters routed by Ray's prefix router, which cannot see
+    # them behind direct streaming.
+    "serving-rayservice-lora-routing": Case(
+        "lora", RAYSERVICE, serve_edit(_ray_prefix_router), pop_at("spec", "serveConfigV2"),
+        "advisory",
+    ),
+    "serving-rayservice-lora-rank": Case(
+        "lora", RAYSERVICE, engine_edit(max_lora_rank=8), pop_at("metadata", "annotations"),
+        "advisory",
+    ),
+    "stack-bucket-lora-readers": Case(
+        "lora", BUCKET_IAM_MEMBER, set_at("group:everyone@example.com", "member"),
+        pop_at("member"), "advisory",
     ),
     # One of dev's chain steps (whichever the engine registered first) made both Spot and
     # flex-start: GKE refuses a flex-start pool that is also Spot.

@@ -54,6 +54,8 @@ REFUSED_BY = {
     "flex-start-outlives-exclusion": "stack-nodepool-consumption",
     "reservation-of-another-machine-type": "stack-nodepool-consumption",
     "reservation-in-another-zone": "stack-nodepool-consumption",
+    "lora-ray-prefix-router": "serving-rayservice-lora-routing",
+    "lora-shared-bucket": "stack-bucket-lora-readers",
 }
 
 

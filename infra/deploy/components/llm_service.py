@@ -62,12 +62,16 @@ class LlmService(pulumi.ComponentResource):
                 display_name=f"servestack {spec.name} weights reader",
                 opts=child,
             )
+            # The member is spelled from the account id, not read from the new account's
+            # email, so that a preview (where that email is not yet known) shows the policy
+            # pack who may read the bucket (policies/lora.py: adapters' readers).
             gcp.storage.BucketIAMMember(
                 f"{name}-weights-viewer",
                 bucket=bucket,
                 role="roles/storage.objectViewer",
-                member=reader.email.apply(lambda email: f"serviceAccount:{email}"),
-                opts=child,
+                member=f"serviceAccount:{gcp_account_id(spec.name)}@{args.project}"
+                ".iam.gserviceaccount.com",
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[reader]),
             )
             gcp.serviceaccount.IAMMember(
                 f"{name}-workload-identity",

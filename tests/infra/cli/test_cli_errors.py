@@ -222,7 +222,7 @@ def test_unknown_stack_exits_2_naming_the_missing_file_and_the_stacks_that_exist
     result = run(pristine, "plan", "staging")
     assert result.returncode == 2
     assert "error: stacks/Pulumi.staging.yaml: no stack named 'staging'" in result.stderr
-    assert "fix: use one of the stacks in stacks/: dev, h200, prod" in result.stderr
+    assert "fix: use one of the stacks in stacks/: dev, h200, lora, prod" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -70,6 +70,29 @@ def test_plan_exits_0_and_prints_each_models_memory_kv_latency_and_cost(
             assert re.search(rf"{re.escape(label)}\s+{re.escape(value)}", out), (label, value)
 
 
+def test_plan_shows_what_the_lora_adapters_cost_a_replica(pristine: Path) -> None:
+    """The lora stack's model: its GPU slots (also what the KV cache lost), the CPU memory of the
+    adapters a worker holds, how many it holds, and the LoRA kernels' decode cost."""
+    result = run(pristine, "plan", "lora")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    (spec,) = load_stack("lora", pristine).profiles.values()
+    group = plan(spec).groups[0]
+    assert group.lora is not None and group.memory.lora_bytes > 0
+    for label, value in [
+        ("LoRA slots / GPU", f"{group.memory.lora_bytes / 1024**3:,.1f} GiB"),
+        ("LoRA / worker (CPU)", f"{group.lora.cpu_bytes_per_worker / 1024**3:,.1f} GiB"),
+        ("adapters", f"{group.lora.adapters} served, {group.lora.adapters_on_gpu} per step"),
+        ("LoRA decode cost", f"+{group.lora.decode_step_overhead_s * 1e3:,.1f} ms / step"),
+    ]:
+        assert re.search(rf"{re.escape(label)}\s+{re.escape(value)}", out), (label, value)
+    document = json.loads(run(pristine, "plan", "lora", "--json").stdout)
+    (model,) = document["plans"]
+    shown = model["groups"][0]
+    assert shown["memory"]["lora_bytes"] == group.memory.lora_bytes
+    assert shown["lora"]["gpu_bytes_per_gpu"] == group.memory.lora_bytes
+
+
 def test_plan_marks_each_fitting_model_as_fitting(
     dev_text: subprocess.CompletedProcess[str],
 ) -> None:
