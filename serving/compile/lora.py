@@ -15,6 +15,15 @@
   `max_lora_rank` and `max_cpu_loras` (`vllm/engine/arg_utils.py:581-591`). Ray passes them
   through as engine arguments (`ray/llm/_internal/serve/engines/vllm/vllm_models.py:182-225`); its
   own config generator sets the same three (`config_generator/generator.py:98-112`).
+
+Not settled by reading alone (the real-engine run of issue 33 decides): under direct streaming a
+POST goes from HAProxy straight to the replica's vLLM app (`ray/serve/_private/
+haproxy_templates.py:107-137`, `llm_server.py:200-222`), which `VLLMEngine.build_asgi_app`
+builds with its own `init_app_state` (`engines/vllm/vllm_engine.py:270-284`). Ray's adapter
+loading runs only on the handle path (`llm_server.py:305-312,350`), into another
+`OpenAIServingModels`; vLLM's app knows an adapter only from its static `lora_modules` or a
+runtime resolver (`vllm/entrypoints/openai/engine/serving.py:218-246`), and its `/v1/models`
+lists only those (`vllm/entrypoints/openai/models/serving.py:142-157`).
 """
 
 from __future__ import annotations
