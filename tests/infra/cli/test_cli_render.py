@@ -68,6 +68,20 @@ def test_render_refuses_a_model_that_cannot_work_and_writes_the_rest(too_big: Pa
     assert not (too_big / "out/llama-3.3-70b").exists()
 
 
+def test_render_refuses_lora_adapters_a_router_cannot_see(repo: Path) -> None:
+    """The lora stack's model routed by Ray's prefix router behind direct streaming: the
+    lora-routing verdict keeps it from being compiled into files (as from `pulumi up`)."""
+
+    def rays_router(profile: dict[str, object]) -> None:
+        profile["router"] = "prefix_affinity"
+
+    edit_yaml(repo / "stacks/models/llama-3.1-8b-lora.yaml", rays_router)
+    result = run(repo, "render", "lora", "--out", "out")
+    assert result.returncode == 1
+    assert "llama-3.1-8b-lora: not rendered: error [lora-routing]" in result.stderr
+    assert not (repo / "out/llama-3.1-8b-lora").exists()
+
+
 def test_render_one_model_writes_only_that_model(repo: Path) -> None:
     result = run(repo, "render", "prod", "--model", "qwen3-30b-a3b", "--out", "out")
     assert result.returncode == 0, result.stderr
