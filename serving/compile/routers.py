@@ -3,7 +3,9 @@ Ray Serve loads, whether it reads the prompt (so HAProxy must forward the body u
 streaming), and whether the code is servestack's own (so the pods must be given it).
 
 The compiler, the manifests and the policy pack read this table. Class paths are strings: the
-router modules import Ray Serve, which planning and compiling do not need."""
+router modules import Ray Serve, which planning and compiling do not need. Which routers read the
+LoRA adapter a request names is `serving.spec.parts.ADAPTER_AWARE_ROUTERS`, where the planner's
+lora-routing rule can ask it."""
 
 from __future__ import annotations
 

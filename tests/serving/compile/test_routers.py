@@ -37,3 +37,20 @@ def test_a_router_ships_code_exactly_when_its_class_is_servestacks(kind: str) ->
     router = ROUTERS[kind]  # type: ignore[index]
     assert router.class_path is not None
     assert router.ships_code == router.class_path.startswith("serving.")
+
+
+def test_every_adapter_aware_router_reads_the_body_and_is_servestacks() -> None:
+    """The lora-routing rule takes an adapter-aware router's body as forwarded: the compiler
+    forwards it to every body-reading router. Ray's own routers read no adapter from it."""
+    from serving.compile.environment import forwards_body
+    from serving.spec.parts import ADAPTER_AWARE_ROUTERS
+    from serving.spec.profile import ModelSpec
+
+    assert ADAPTER_AWARE_ROUTERS
+    for kind in ADAPTER_AWARE_ROUTERS:
+        assert ROUTERS[kind].reads_body and ROUTERS[kind].ships_code
+        spec = ModelSpec.model_validate(
+            {"name": "m", "source": "org/model", "architecture": "llama-3.1-8b",
+             "accelerator": "h100-80gb", "max_model_len": 4096, "router": kind}
+        )  # fmt: skip
+        assert forwards_body(spec)
