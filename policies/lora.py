@@ -15,9 +15,10 @@ from policies.views.serve_config import Deployment
 from serving.catalog.fast_paths import DIRECT_STREAMING_VARIABLE, FORWARD_BODY_VARIABLE
 from serving.compile.routers import ROUTER_CLASSES
 from serving.plan.rules.lora_routing import ADAPTER_AWARE_KINDS, lora_routing_problem
-from serving.spec.lora import GCS_SCHEME, Lora
+from serving.spec.lora import Lora
 from serving.spec.names import gcp_account_id
 from serving.spec.parts import ADAPTER_AWARE_ROUTERS
+from serving.spec.sources import GCS_SCHEME
 
 ADAPTER_AWARE_CLASSES = {ROUTER_CLASSES[kind] for kind in ADAPTER_AWARE_ROUTERS}
 # vLLM's max_lora_rank where the engine is asked none: the profile's default is vLLM's.

@@ -133,7 +133,7 @@ def test_the_pack_judges_the_control_ports_of_the_catalog() -> None:
     assert ray_ports.CLIENT not in ray_ports.CLUSTER_PORTS, "the client port stays closed"
 
 
-PROFILE_HOME = Path("serving/spec/profile.py")
+SOURCES_HOME = Path("serving/spec/sources.py")
 
 
 def test_weights_on_gcs_is_told_only_by_the_profile() -> None:
@@ -142,7 +142,7 @@ def test_weights_on_gcs_is_told_only_by_the_profile() -> None:
     mentions gs:// (it has spaces) is no spelling."""
     found = [
         (where, value)
-        for where, _, value in constants(skip={PROFILE_HOME})
+        for where, _, value in constants(skip={SOURCES_HOME})
         if isinstance(value, str) and "gs:/" in value and not re.search(r"\s", value)
     ]
     assert found == [], "use spec.weights_on_gcs, serving.compile.weights or GCS_SCHEME"

@@ -3,7 +3,8 @@ as GCS FUSE mounts it (read-only) in every worker pod."""
 
 from __future__ import annotations
 
-from serving.spec.profile import GCS_SCHEME, ModelSpec
+from serving.spec.profile import ModelSpec
+from serving.spec.sources import GCS_SCHEME
 
 # Where a gs:// bucket of weights is mounted in worker pods (GCS FUSE, read-only).
 MODEL_MOUNT_ROOT = "/mnt/models"

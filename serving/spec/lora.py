@@ -28,6 +28,8 @@ from pydantic import Field, field_validator, model_validator
 
 from serving.errors import FixableValueError
 from serving.frozen import StrictFrozen
+from serving.spec.sources import GCS_SCHEME
+from serving.spec.sources import HF_REPO as _HF_REPO
 
 # vLLM 0.22's MaxLoRARanks (vllm/config/lora.py:26): the ranks its kernels are built for.
 MaxLoraRank = Literal[1, 8, 16, 32, 64, 128, 256, 320, 512]
@@ -37,8 +39,6 @@ ADAPTER_SEPARATOR = ":"
 # An adapter's name is also the folder Ray reads it from and part of an OpenAI model id:
 # lower-case letters, digits, '.', '_' and '-', no ':' (Ray would split there) and no '/'.
 _ADAPTER_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$")
-_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-GCS_SCHEME = "gs://"
 _GCS_FOLDER = re.compile(rf"^{re.escape(GCS_SCHEME)}[a-z0-9][a-z0-9._-]{{1,221}}[a-z0-9]/\S+$")
 
 

@@ -29,15 +29,14 @@ from serving.spec.parts import (
     Router,
     Workload,
 )
+from serving.spec.sources import GCS_SCHEME
+from serving.spec.sources import HF_REPO as _HF_REPO
 
 Quantization = Literal["none", "fp8", "fp8_online"]
 KvCacheDtype = Literal["auto", "fp8"]
 Placement = Literal["auto", "STRICT_PACK", "PACK", "SPREAD", "STRICT_SPREAD"]
 
 _SERVED_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,50}[a-z0-9])?$")
-_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-# A model's weights on Cloud Storage: the source names a bucket with this scheme.
-GCS_SCHEME = "gs://"
 _GCS_PATH = re.compile(rf"^{re.escape(GCS_SCHEME)}[a-z0-9][a-z0-9._-]{{1,221}}[a-z0-9](/[^\s]*)?$")
 
 
@@ -294,7 +293,7 @@ class ModelSpec(StrictFrozen):
         for index, adapter in enumerate(lora.adapters):
             if adapter.bucket is not None and adapter.bucket != weights_bucket:
                 readable = (
-                    f"gs://{weights_bucket}/..."
+                    f"{GCS_SCHEME}{weights_bucket}/..."
                     if weights_bucket
                     else "no bucket (its weights "
                     "come from Hugging Face, so it has no weights account)"
