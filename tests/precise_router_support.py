@@ -8,9 +8,7 @@ from typing import Any
 from serving.local.engine.simulation import PrefixCache, chat_prompt, tokenize
 from serving.router.cache_report import CacheLedger
 from serving.router.precise import PrecisePrefixRouter
-from serving.router.prefix_affinity import (
-    request_text,
-)
+from serving.router.prompts import request_text
 
 REPLICAS = ["r1", "r2", "r3", "r4"]
 BLOCK = 16

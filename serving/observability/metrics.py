@@ -154,6 +154,9 @@ KUBERAY_SERVICE_READY = "kuberay_service_condition_ready"
 # DECISION_METRIC through Ray's exporter (tests/serving/router/test_routing.py checks the name).
 ROUTER_DECISIONS = "ray_servestack_router_decisions_total"
 ROUTER_NO_PROMPT, ROUTER_SPILL = "no_prompt", "spill"
+# Their placements of a LoRA adapter's requests, per `application`, `adapter` and `decision`
+# (adapter_held, adapter_spill, adapter_new): ADAPTER_DECISION_METRIC of the same module.
+ROUTER_ADAPTER_DECISIONS = "ray_servestack_router_adapter_decisions_total"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GPU_MEMORY_USED = "DCGM_FI_DEV_FB_USED"
 
@@ -172,6 +175,9 @@ FAMILIES: dict[str, Family] = {
                _SERVE + "haproxy.py: one observation per HAProxy reload"),
         Family(ROUTER_DECISIONS, "counter", "servestack", "serving/router/prefix_affinity.py "
                "(DECISION_METRIC): one per request a servestack router places"),
+        Family(ROUTER_ADAPTER_DECISIONS, "counter", "servestack", "serving/router/"
+               "prefix_affinity.py (ADAPTER_DECISION_METRIC): one per request for a LoRA "
+               "adapter a servestack router places", local=False),
         Family(KUBERAY_SERVICE_READY, "gauge", "kuberay", "KubeRay 1.7.0 ray-operator/"
                "controllers/ray/metrics/ray_service_metrics.go", local=False),
         Family(GPU_UTIL, "gauge", "dcgm", "NVIDIA dcgm-exporter default counters (GKE's "

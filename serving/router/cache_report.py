@@ -10,7 +10,7 @@ and the controller keeps each replica's last report, so a router that restarts r
 replica's cache state from its first update.
 
 The router is tokenizer-free: it names a prefix by chained hashes of fixed-size text chunks
-(`serving.router.prefix_affinity.chunk_hashes`). The engine names a prefix by the token blocks it
+(`serving.router.prompts.chunk_hashes`). The engine names a prefix by the token blocks it
 stores. The replica translates: for each request it serves it tokenizes the prompt as its engine
 does, computes a content key per full token block (chained over the blocks before it), and anchors
 each text chunk to the block holding the token where that chunk ends (by the chunk's share of
@@ -31,7 +31,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from serving.router.prefix_affinity import DEFAULT_CHUNK_CHARS, DEFAULT_MAX_CHUNKS, chunk_hashes
+from serving.router.prompts import DEFAULT_CHUNK_CHARS, DEFAULT_MAX_CHUNKS, chunk_hashes
 
 # The key of servestack's entry in a replica's routing stats.
 REPORT_KEY = "servestack_prefix_cache"

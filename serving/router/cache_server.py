@@ -38,7 +38,7 @@ from typing import Any
 from ray.llm._internal.serve.core.server.llm_server import LLMServer
 
 from serving.router.cache_report import REPLICA_HEADER, CacheLedger
-from serving.router.prefix_affinity import request_text
+from serving.router.prompts import request_text
 
 SERVER_CLASS = "serving.router.cache_server:CacheReportingServer"
 # OpenAI routes whose prompts reach the prefix cache.

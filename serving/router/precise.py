@@ -11,6 +11,11 @@ a holder at its next report, and a router that restarts knows every replica's ca
 first update Serve gives it. A replica that has not reported (yet, or ever) is judged by the
 router's own sent-history, as `PrefixAffinityRouter` judges every replica.
 
+An adapter is held by a replica the router sent it to (`serving.router.adapters`) and by one
+whose Serve replica says it has loaded it (`RunningReplica.multiplexed_model_ids`, pushed by
+`serve.multiplexed` on Serve's normal path; under direct streaming Ray's loader never runs and
+the set stays empty, so the sent-history alone decides).
+
 A prompt nobody holds still goes where the router has sent the fewest chunks, not to the
 replica reporting the fewest: in steady state every cache is full and reports about the same
 size whatever it holds, the replica serving a hot prompt a little more (each of its requests
@@ -31,6 +36,7 @@ from ray.serve.request_router import (  # type: ignore[attr-defined]
     RunningReplica,
 )
 
+from serving.router.adapters import adapter_of
 from serving.router.cache_report import REPORT_KEY, EngineView
 from serving.router.prefix_affinity import PrefixAffinityRouter
 
@@ -49,6 +55,8 @@ class PrecisePrefixRouter(PrefixAffinityRouter):
         # per replica: chunk -> when the router last sent it there (wall clock, as reports are)
         self._sent_at: dict[ReplicaID, OrderedDict[int, float]] = {}
         self._wall_now = time.time()
+        # per replica: the adapters Serve says it has loaded
+        self._loaded: dict[ReplicaID, frozenset[str]] = {}
 
     async def choose_replicas(
         self,
@@ -57,6 +65,7 @@ class PrecisePrefixRouter(PrefixAffinityRouter):
     ) -> list[list[RunningReplica]]:
         for replica in candidate_replicas:
             self.observe(replica.replica_id, replica.routing_stats)
+            self.observe_loaded(replica.replica_id, replica.multiplexed_model_ids)
         return await super().choose_replicas(candidate_replicas, pending_request)
 
     def observe(self, replica: ReplicaID, stats: dict[str, object] | None) -> None:
@@ -70,8 +79,19 @@ class PrecisePrefixRouter(PrefixAffinityRouter):
             self._views[replica] = view
             self._forget_sent_before(replica, view.ts - CLOCK_SKEW_S)
 
+    def observe_loaded(self, replica: ReplicaID, model_ids: object) -> None:
+        """The multiplexed model ids Serve says the replica has loaded (`base:adapter`)."""
+        if isinstance(model_ids, (set, frozenset, list, tuple)):
+            adapters = frozenset(a for m in model_ids if (a := adapter_of(m)) is not None)
+            self._loaded[replica] = adapters
+
     def pick(
-        self, candidates: Sequence[ReplicaID], text: str, now: float, wall: float | None = None
+        self,
+        candidates: Sequence[ReplicaID],
+        text: str,
+        now: float,
+        model: str | None = None,
+        wall: float | None = None,
     ) -> ReplicaID:
         """`now` is the monotonic clock of the load window; `wall` the clock reports carry."""
         self._wall_now = time.time() if wall is None else wall
@@ -79,7 +99,13 @@ class PrecisePrefixRouter(PrefixAffinityRouter):
             for gone in [r for r in self._views if r not in candidates]:
                 self._views.pop(gone, None)
                 self._sent_at.pop(gone, None)
-        return super().pick(candidates, text, now)
+                self._loaded.pop(gone, None)
+        return super().pick(candidates, text, now, model)
+
+    def _adapter_holders(self, adapter: str, candidates: Sequence[ReplicaID]) -> list[ReplicaID]:
+        """Where the router sent the adapter, and where Serve says it is loaded."""
+        sent = set(super()._adapter_holders(adapter, candidates))
+        return [r for r in candidates if r in sent or adapter in self._loaded.get(r, ())]
 
     # --- whom a prefix is held by ------------------------------------------------------------
 

@@ -41,21 +41,29 @@ weakens as the ingress scales out.
   ("unknown_replica_id") to a request routed there. Being the emptiest, a new replica would
   otherwise draw every new prompt in that window.
 
+LoRA adapters (`serving.router.adapters`): a request for an adapter (`model: base:adapter`) goes
+to a replica holding the adapter first, then by prefix among those: a holder within the load
+bound (the adapter's share of the holder's requests taking the slack away, as a prompt's does)
+keeps it, so the engine loads nothing; when nobody holds it, or every holder is past its bound,
+it gets a new home among the replicas within the bound, the one holding the fewest adapters
+(the fewest loads pushed out). A base-model request routes on its prefix alone.
+
 Each decision is counted (`DECISIONS`) and exported per application as
 `servestack_router_decisions` (scraped as `ray_servestack_router_decisions_total`), so that a
 router that stops paying is seen rather than inferred from a falling hit rate: `no_prompt` means
 the router saw no prompt text (the request body was not forwarded to it, or held no prompt) and
 placed the request as a new prompt; `spill` that every replica holding the prompt was past its
-load bound.
+load bound. A request for an adapter is counted once more, per adapter, in
+`servestack_router_adapter_decisions` (`ADAPTER_DECISIONS`): `adapter_held`, `adapter_spill`,
+`adapter_new`; the share of `adapter_new` is the share of requests that made an engine load.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 # Ray's public module re-exports these without __all__, which strict mypy does not count.
@@ -67,10 +75,17 @@ from ray.serve.request_router import (  # type: ignore[attr-defined]
 )
 from ray.util import metrics as ray_metrics
 
+from serving.router.adapters import AdapterHomes, AdapterLabels, adapter_of
+from serving.router.prompts import (
+    DEFAULT_CHUNK_CHARS,
+    DEFAULT_MAX_CHUNKS,
+    chunk_hashes,
+    prompt_text,
+    request_model_of,
+)
+
 ROUTER_CLASS = "serving.router.prefix_affinity:PrefixAffinityRouter"
 
-DEFAULT_CHUNK_CHARS = 256
-DEFAULT_MAX_CHUNKS = 256
 DEFAULT_WINDOW_S = 10.0
 DEFAULT_IMBALANCE_RATIO = 1.5
 DEFAULT_SLACK_REQUESTS = 8
@@ -87,56 +102,17 @@ AFFINITY, SPILL, NEW_PROMPT, NO_PROMPT = "affinity", "spill", "new_prompt", "no_
 DECISIONS = (AFFINITY, SPILL, NEW_PROMPT, NO_PROMPT)
 DECISION_METRIC = "servestack_router_decisions"
 DECISION_TAGS = ("application", "decision")
-
-
-def prompt_text(pending_request: PendingRequest | None) -> str:
-    """The prompt a request carries: chat messages or a completion prompt. The request is the
-    parsed OpenAI request on Serve's path, a namespace of the JSON body on the HAProxy path."""
-    if pending_request is None or not pending_request.args:
-        return ""
-    return request_text(pending_request.args[0])
-
-
-def request_text(request: Any) -> str:
-    """`prompt_text` of one request object (anything with `messages` or `prompt` attributes):
-    the replica reads what it serves with it, so router and replica name the same prefixes."""
-    messages = getattr(request, "messages", None)
-    if isinstance(messages, list):
-        parts = []
-        for message in messages:
-            if isinstance(message, dict):
-                role, content = message.get("role"), message.get("content")
-            else:
-                role, content = getattr(message, "role", None), getattr(message, "content", None)
-            if isinstance(content, list):
-                content = " ".join(
-                    str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content
-                )
-            parts.append(f"{role}:{content}")
-        return "\n".join(parts)
-    prompt = getattr(request, "prompt", None)
-    if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
-        return prompt[0]
-    return prompt if isinstance(prompt, str) else ""
+# What it decided for an adapter's request: a holder with room took it; every holder was past
+# its bound; nobody held it (both of the last two make the chosen replica's engine load it).
+ADAPTER_HELD, ADAPTER_SPILL, ADAPTER_NEW = "adapter_held", "adapter_spill", "adapter_new"
+ADAPTER_DECISIONS = (ADAPTER_HELD, ADAPTER_SPILL, ADAPTER_NEW)
+ADAPTER_DECISION_METRIC = "servestack_router_adapter_decisions"
+ADAPTER_DECISION_TAGS = ("application", "adapter", "decision")
 
 
 def share(part: int, whole: int) -> float:
     """`part` over `whole`, at most 1; 0 for nothing."""
     return min(1.0, part / whole) if whole else 0.0
-
-
-def chunk_hashes(text: str, chunk_chars: int, max_chunks: int) -> list[int]:
-    """Chained hashes of the prompt's whole chunks: equal hashes mean equal prefixes. Stable
-    across processes (Python's own str hash is salted per process), so a replica reporting
-    the chunks its engine holds names them as the router does."""
-    hashes, previous = [], b""
-    for start in range(0, min(len(text), chunk_chars * max_chunks) - chunk_chars + 1, chunk_chars):
-        digest = hashlib.blake2b(
-            previous + text[start : start + chunk_chars].encode(), digest_size=8
-        )
-        previous = digest.digest()
-        hashes.append(int.from_bytes(previous, "big", signed=True))
-    return hashes
 
 
 class PrefixAffinityRouter(RequestRouter):
@@ -151,6 +127,8 @@ class PrefixAffinityRouter(RequestRouter):
         imbalance_ratio: float = DEFAULT_IMBALANCE_RATIO,
         slack_requests: int = DEFAULT_SLACK_REQUESTS,
         max_entries: int = DEFAULT_MAX_ENTRIES,
+        adapters_per_replica: int | None = None,
+        adapters: Sequence[str] | None = None,
         **_: Any,  # Ray's signature; the profile's router section admits only the names above
     ) -> None:
         self._chunk_chars = chunk_chars
@@ -163,12 +141,19 @@ class PrefixAffinityRouter(RequestRouter):
         self._holders: OrderedDict[int, list[ReplicaID]] = OrderedDict()
         self._held: Counter[ReplicaID] = Counter()  # chunks each replica holds
         self._recent: dict[ReplicaID, deque[float]] = {}
-        # a prompt's first chunk -> when the router last routed it, over the load window
-        self._prompt_recent: OrderedDict[int, deque[float]] = OrderedDict()
+        # a prompt's first chunk (or an adapter's name) -> when the router last routed it, over
+        # the load window
+        self._prompt_recent: OrderedDict[Hashable, deque[float]] = OrderedDict()
+        self._adapters = AdapterHomes(adapters_per_replica)
+        self._adapter_labels = AdapterLabels(adapters)
         self._first_seen: dict[ReplicaID, float] = {}
         self.decisions: Counter[str] = Counter()
         self.last_decision: str | None = None
+        # (adapter label, decision) -> requests
+        self.adapter_decisions: Counter[tuple[str, str]] = Counter()
+        self.last_adapter_decision: tuple[str, str] | None = None
         self._exported: Any = None
+        self._exported_adapters: Any = None
 
     async def choose_replicas(
         self,
@@ -178,33 +163,55 @@ class PrefixAffinityRouter(RequestRouter):
         if not candidate_replicas:
             return []
         by_id = {replica.replica_id: replica for replica in candidate_replicas}
-        chosen = self.pick(list(by_id), prompt_text(pending_request), time.monotonic())
-        self._export(self.last_decision)
+        model = request_model_of(pending_request)
+        chosen = self.pick(list(by_id), prompt_text(pending_request), time.monotonic(), model)
+        self._export(self.last_decision, self.last_adapter_decision)
         return [[by_id[chosen]]]
 
-    def _export(self, decision: str | None) -> None:
-        """Count the decision in Ray's metrics, by application (made on first use: only a router
-        running inside Ray exports)."""
+    def _export(self, decision: str | None, adapter_decision: tuple[str, str] | None) -> None:
+        """Count the decisions in Ray's metrics, by application (made on first use: only a
+        router running inside Ray exports)."""
         if decision is None:
             return
+        deployment = getattr(self, "_deployment_id", None)
+        application = getattr(deployment, "app_name", "") or ""
         if self._exported is None:
             self._exported = ray_metrics.Counter(
                 DECISION_METRIC,
                 "Requests servestack's prefix router placed, by what it decided.",
                 tag_keys=DECISION_TAGS,
             )
-        deployment = getattr(self, "_deployment_id", None)
-        application = getattr(deployment, "app_name", "") or ""
         self._exported.inc(tags={"application": application, "decision": decision})
+        if adapter_decision is None:
+            return
+        if self._exported_adapters is None:
+            self._exported_adapters = ray_metrics.Counter(
+                ADAPTER_DECISION_METRIC,
+                "Requests for a LoRA adapter servestack's router placed, by adapter and by "
+                "whether a replica held it.",
+                tag_keys=ADAPTER_DECISION_TAGS,
+            )
+        label, placed = adapter_decision
+        self._exported_adapters.inc(
+            tags={"application": application, "adapter": label, "decision": placed}
+        )
 
     # Pure decision logic, separate from Ray's types so it can be tested on its own.
-    def pick(self, candidates: Sequence[ReplicaID], text: str, now: float) -> ReplicaID:
+    def pick(
+        self, candidates: Sequence[ReplicaID], text: str, now: float, model: str | None = None
+    ) -> ReplicaID:
         if not hasattr(self, "_holders"):
             self.initialize_state()
         load = {replica: self._load(replica, now) for replica in candidates}
         settled = self._settled(candidates, now)
         least = min(load.values())
         limit = self._imbalance_ratio * least + self._slack_requests
+        adapter = adapter_of(model)
+        self.last_adapter_decision = None
+        if adapter is not None:
+            pool = self._adapter_pool(adapter, candidates, settled, load, limit, least, now)
+            load = {replica: load[replica] for replica in pool}
+            settled = [replica for replica in settled if replica in load] or pool
         hashes = chunk_hashes(text, self._chunk_chars, self._max_chunks) if text else []
         holders = self._longest_match(hashes, load)
         prompt_load = self._prompt_load(hashes[0], now) if hashes else 0
@@ -228,7 +235,48 @@ class PrefixAffinityRouter(RequestRouter):
         self.last_decision = decision
         self._remember(hashes, chosen)
         self._recent.setdefault(chosen, deque()).append(now)
+        if adapter is not None:
+            self._adapters.sent(adapter, chosen)
+            self._adapters.forget_gone(candidates)
         return chosen
+
+    def _adapter_pool(
+        self,
+        adapter: str,
+        candidates: Sequence[ReplicaID],
+        settled: list[ReplicaID],
+        load: dict[ReplicaID, int],
+        limit: float,
+        least: int,
+        now: float,
+    ) -> list[ReplicaID]:
+        """The replicas an adapter's request may go to, and the adapter decision: its holders
+        with room; else (nobody holds it, or every holder is past its bound) the settled
+        replicas within the bound holding the fewest adapters, so that a new home pushes the
+        fewest adapters out of an engine's cache."""
+        adapter_load = self._recent_count(("adapter", adapter), now)
+        holders = self._adapter_holders(adapter, candidates)
+        with_room = [
+            replica
+            for replica in holders
+            if load[replica] <= self._bound(limit, least, load[replica], adapter_load)
+        ]
+        if with_room:
+            pool, decision = with_room, ADAPTER_HELD
+        else:
+            others = [replica for replica in settled if replica not in holders] or settled
+            room = [replica for replica in others if load[replica] <= limit] or others
+            fewest = min(self._adapters.count(replica) for replica in room)
+            pool = [replica for replica in room if self._adapters.count(replica) == fewest]
+            decision = ADAPTER_SPILL if holders else ADAPTER_NEW
+        label = self._adapter_labels.label(adapter)
+        self.adapter_decisions[(label, decision)] += 1
+        self.last_adapter_decision = (label, decision)
+        return pool
+
+    def _adapter_holders(self, adapter: str, candidates: Sequence[ReplicaID]) -> list[ReplicaID]:
+        """The live replicas holding the adapter, as far as the router's sends say."""
+        return [replica for replica in candidates if self._adapters.holds(adapter, replica)]
 
     def _settled(self, candidates: Sequence[ReplicaID], now: float) -> list[ReplicaID]:
         """The candidates seen for at least the grace period (all of them if none has been)."""
@@ -281,8 +329,13 @@ class PrefixAffinityRouter(RequestRouter):
     def _prompt_load(self, first_chunk: int, now: float) -> int:
         """Requests routed with this first chunk (any replica) in the load window, this one
         counted: prompts that share it share cached blocks, so they move together."""
-        sent = self._prompt_recent.pop(first_chunk, None) or deque()
-        self._prompt_recent[first_chunk] = sent  # most recently routed last
+        return self._recent_count(first_chunk, now)
+
+    def _recent_count(self, key: Hashable, now: float) -> int:
+        """Requests routed under `key` (a prompt's first chunk, an adapter) in the load window,
+        this one counted."""
+        sent = self._prompt_recent.pop(key, None) or deque()
+        self._prompt_recent[key] = sent  # most recently routed last
         while sent and now - sent[0] > self._window_s:
             sent.popleft()
         sent.append(now)

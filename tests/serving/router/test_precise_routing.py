@@ -9,10 +9,7 @@ from precise_router_support import BLOCK, REPLICAS, Replica, chat, router, text_
 
 from serving.local.engine.simulation import PrefixCache, chat_prompt, tokenize
 from serving.router.cache_report import REPORT_KEY, CacheLedger, EngineView
-from serving.router.prefix_affinity import (
-    DEFAULT_CHUNK_CHARS,
-    chunk_hashes,
-)
+from serving.router.prompts import DEFAULT_CHUNK_CHARS, chunk_hashes
 
 
 def test_the_report_lists_what_the_engine_holds_and_drops_what_it_evicts() -> None:

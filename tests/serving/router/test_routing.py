@@ -10,7 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from serving.router import prefix_affinity as routing
-from serving.router.prefix_affinity import PrefixAffinityRouter, chunk_hashes, prompt_text
+from serving.router.prefix_affinity import PrefixAffinityRouter
+from serving.router.prompts import chunk_hashes, prompt_text
 
 REPLICAS = ["r1", "r2", "r3", "r4"]
 

@@ -37,11 +37,10 @@ from serving.local.engine.tiny_models import tiny_model
 from serving.local.runtime.app import Engine
 from serving.local.runtime.local_ray import local_serve
 from serving.router.cache_report import REPORT_KEY
-from serving.router.prefix_affinity import (
+from serving.router.prefix_affinity import DEFAULT_WINDOW_S, MIN_HEADROOM
+from serving.router.prompts import (
     DEFAULT_CHUNK_CHARS,
     DEFAULT_MAX_CHUNKS,
-    DEFAULT_WINDOW_S,
-    MIN_HEADROOM,
     chunk_hashes,
     request_text,
 )
