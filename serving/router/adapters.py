@@ -71,6 +71,14 @@ class AdapterHomes:
         """How many adapters the replica holds."""
         return len(self._held.get(replica, ()))
 
+    def victim(self, replica: Hashable) -> str | None:
+        """The adapter one more adapter would push out of the replica (its least recently
+        sent), None while it has room."""
+        held = self._held.get(replica)
+        if not held or self.per_replica is None or len(held) < self.per_replica:
+            return None
+        return next(iter(held))
+
     def sent(self, adapter: str, replica: Hashable) -> None:
         """A request for the adapter went to the replica: it holds it, most recently used."""
         held = self._held.setdefault(replica, OrderedDict())

@@ -45,8 +45,9 @@ LoRA adapters (`serving.router.adapters`): a request for an adapter (`model: bas
 to a replica holding the adapter first, then by prefix among those: a holder within the load
 bound (the adapter's share of the holder's requests taking the slack away, as a prompt's does)
 keeps it, so the engine loads nothing; when nobody holds it, or every holder is past its bound,
-it gets a new home among the replicas within the bound, the one holding the fewest adapters
-(the fewest loads pushed out). A base-model request routes on its prefix alone.
+it gets a new home among the replicas within the bound: one where it pushes out no adapter that
+lives nowhere else (whose next request would need a new home in turn), then the one holding the
+fewest adapters. A base-model request routes on its prefix alone.
 
 Each decision is counted (`DECISIONS`) and exported per application as
 `servestack_router_decisions` (scraped as `ray_servestack_router_decisions_total`), so that a
@@ -252,8 +253,8 @@ class PrefixAffinityRouter(RequestRouter):
     ) -> list[ReplicaID]:
         """The replicas an adapter's request may go to, and the adapter decision: its holders
         with room; else (nobody holds it, or every holder is past its bound) the settled
-        replicas within the bound holding the fewest adapters, so that a new home pushes the
-        fewest adapters out of an engine's cache."""
+        replicas within the bound where a new adapter costs least (`_home_cost`): one whose
+        engine would push out no adapter that lives nowhere else, then the fewest adapters."""
         adapter_load = self._recent_count(("adapter", adapter), now)
         holders = self._adapter_holders(adapter, candidates)
         with_room = [
@@ -266,13 +267,23 @@ class PrefixAffinityRouter(RequestRouter):
         else:
             others = [replica for replica in settled if replica not in holders] or settled
             room = [replica for replica in others if load[replica] <= limit] or others
-            fewest = min(self._adapters.count(replica) for replica in room)
-            pool = [replica for replica in room if self._adapters.count(replica) == fewest]
+            cost = {replica: self._home_cost(replica, candidates) for replica in room}
+            cheapest = min(cost.values())
+            pool = [replica for replica in room if cost[replica] == cheapest]
             decision = ADAPTER_SPILL if holders else ADAPTER_NEW
         label = self._adapter_labels.label(adapter)
         self.adapter_decisions[(label, decision)] += 1
         self.last_adapter_decision = (label, decision)
         return pool
+
+    def _home_cost(self, replica: ReplicaID, candidates: Sequence[ReplicaID]) -> tuple[int, int]:
+        """What a new adapter there costs: whether it pushes out an adapter no other replica
+        holds (whose next request then needs a new home in turn), then the adapters held."""
+        victim = self._adapters.victim(replica)
+        orphaned = victim is not None and not any(
+            other != replica and self._adapters.holds(victim, other) for other in candidates
+        )
+        return int(orphaned), self._adapters.count(replica)
 
     def _adapter_holders(self, adapter: str, candidates: Sequence[ReplicaID]) -> list[ReplicaID]:
         """The live replicas holding the adapter, as far as the router's sends say."""

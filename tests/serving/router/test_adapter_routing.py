@@ -6,6 +6,7 @@ the defaults: imbalance_ratio 1.5, slack_requests 8, MIN_HEADROOM 2, a 10 s wind
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import Counter
 from types import SimpleNamespace
 from typing import Any
@@ -112,6 +113,20 @@ def test_a_hot_adapter_spills_to_the_replica_holding_fewest_adapters() -> None:
         {("b1", ADAPTER_NEW): 1, ("b2", ADAPTER_NEW): 1, ("b3", ADAPTER_NEW): 1,
          ("a1", ADAPTER_NEW): 1, ("a1", ADAPTER_HELD): 5, ("a1", ADAPTER_SPILL): 1}
     )  # fmt: skip
+
+
+def test_a_new_home_pushes_out_no_adapter_that_lives_nowhere_else() -> None:
+    """One adapter per replica: r1 holds a (only there), r2 and r3 both hold b. At t=3 loads
+    are 1 each (limit 1.5 + 8), so every replica has room for c: on r1 it would push out a,
+    whose next request would need a new home in turn; on r2 or r3 it pushes out a copy of b."""
+    for seed in range(5):  # ties between r2 and r3 break at random; r1 never wins
+        random.seed(seed)
+        chosen = router(adapters_per_replica=1)
+        chosen.pick(["r1"], "", 0.0, "m:a")
+        chosen.pick(["r2"], "", 0.1, "m:b")
+        chosen.pick(["r3"], "", 0.2, "m:b")
+        assert chosen.pick(ALL, "", 3.0, "m:c") in {"r2", "r3"}
+        assert chosen._adapter_holders("a", ALL) == ["r1"]
 
 
 def test_a_replica_holds_at_most_its_adapters_least_recently_used_out() -> None:
