@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +38,7 @@ from serving.compile.compiler import CompiledModel
 from serving.compile.patterns import llm_configs_of
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.engine.tiny_models import Family
+from serving.local.runtime.lora import LocalAdapter, profile_adapters, serve_adapters
 from serving.paths import BUILD_DIR
 from serving.spec.profile import ModelSpec
 
@@ -70,6 +72,9 @@ VLLM_KV_CACHE_GIB = 1
 # vLLM's own caches (torch.compile's graphs): kept in the repo's ignored build folder, so a run
 # writes nothing elsewhere and the next run starts from compiled graphs.
 VLLM_CACHE_DIR = BUILD_DIR / "vllm-cache"
+# Put first on a real-engine run's PYTHONPATH: its sitecustomize lets vLLM 0.22's CPU build serve
+# LoRA adapters without a CUDA driver (the module says why).
+CPU_STARTUP_DIR = Path(__file__).resolve().parents[1] / "engine" / "cpu_startup"
 
 
 def tiny_family(spec: ModelSpec) -> Family:
@@ -101,11 +106,16 @@ def _make_cpu_runnable(config: dict[str, Any]) -> None:
 
 
 def local_application(
-    compiled: CompiledModel, engine: Engine = "simulated", model: Path | None = None
+    compiled: CompiledModel,
+    engine: Engine = "simulated",
+    model: Path | None = None,
+    adapters: Sequence[LocalAdapter] | None = None,
 ) -> dict[str, Any]:
     """The compiled Serve application with each LLMConfig made CPU-runnable; for the real
-    engine, `model` (the tiny model's directory) is what vLLM loads."""
+    engine, `model` (the tiny model's directory) is what vLLM loads, with tiny LoRA adapters
+    in place of the profile's (`adapters`, the profile's own when not given)."""
     app = copy.deepcopy(compiled.application)
+    served = profile_adapters(compiled.spec) if adapters is None else tuple(adapters)
     for _, config in llm_configs_of(app["args"]):
         _make_cpu_runnable(config)
         if engine == "vllm":
@@ -113,6 +123,12 @@ def local_application(
                 raise ValueError("the real engine needs the tiny model's directory")
             config["model_loading_config"]["model_source"] = str(model)
             config["engine_kwargs"] = vllm_engine_kwargs(config["engine_kwargs"])
+            serve_adapters(
+                config,
+                served,
+                tiny_family(compiled.spec),
+                direct_streaming=compiled.spec.fast_paths.direct_streaming,
+            )
     return app
 
 

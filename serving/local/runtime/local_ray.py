@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,15 @@ from serving.compile.compiler import CompiledModel, compile
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.engine.tiny_models import tiny_model
 from serving.local.runtime import cleanup, places, ports
-from serving.local.runtime.app import Engine, cpus_needed, local_application, local_env, tiny_family
+from serving.local.runtime.app import (
+    CPU_STARTUP_DIR,
+    Engine,
+    cpus_needed,
+    local_application,
+    local_env,
+    tiny_family,
+)
+from serving.local.runtime.lora import LocalAdapter, LocalLoraError
 from serving.local.runtime.observed import ObservedRun, registered
 from serving.local.runtime.ports import RunPorts, run_ports
 from serving.local.runtime.progress import STATE_PREFIX
@@ -104,7 +112,13 @@ def run_env(
         RAY_SERVE_HAPROXY_SERVER_STATE_FILE: str(run_dir / "server-state"),
         RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH: str(run_dir / "metrics.sock"),
         "PYTHONPATH": os.pathsep.join(
-            p for p in (str(CODE_ROOT), os.environ.get("PYTHONPATH", "")) if p
+            p
+            for p in (
+                str(CPU_STARTUP_DIR) if engine == "vllm" else "",
+                str(CODE_ROOT),
+                os.environ.get("PYTHONPATH", ""),
+            )
+            if p
         ),
     }
     return env
@@ -119,14 +133,19 @@ def local_serve(
     port: int | None = None,
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
     on_state: Callable[[str], None] | None = None,
+    adapters: Sequence[LocalAdapter] | None = None,
 ) -> Iterator[LocalServe]:
     """Start a local Ray, deploy the application, wait until HTTP answers; always shut down,
     leaving no process and no /dev/shm segment of the run behind. `on_state` hears each step
-    (starting Ray, the replicas' states, stopping)."""
+    (starting Ray, the replicas' states, stopping). The real engine serves `adapters` (the
+    profile's own when not given) as tiny LoRA adapters."""
     say = on_state or (lambda text: None)
     model = tiny_model(tiny_family(spec)) if engine == "vllm" else None
     compiled = compile(spec, plan(spec))
-    application = local_application(compiled, engine, model)
+    try:
+        application = local_application(compiled, engine, model, adapters)
+    except LocalLoraError as exc:
+        raise LocalServeError(str(exc)) from None
     try:
         ray_dir = places.ray_temp_dir()
     except places.PlaceError as exc:
