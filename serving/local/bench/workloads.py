@@ -1,6 +1,7 @@
 """The bench's workloads: their shapes, the default sizes, and the same seeded chat requests for
 every configuration (unique prompts, or a few long shared system prompts, one of them possibly
-hot, each followed by a unique question)."""
+hot, each followed by a unique question; or requests spread over more LoRA adapters than a
+replica holds)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pydantic import Field
 from serving.errors import ServestackError, unknown_key_fix
 from serving.frozen import Frozen
 
-WorkloadName = Literal["decode-heavy", "prefill-heavy", "multi-prompt", "hot-prompt"]
+WorkloadName = Literal[
+    "decode-heavy", "prefill-heavy", "multi-prompt", "hot-prompt", "many-adapters"
+]
 WORKLOADS: tuple[WorkloadName, ...] = (
     "decode-heavy",
     "prefill-heavy",
@@ -24,6 +27,9 @@ SHARED_PREFIX_WORKLOADS: tuple[WorkloadName, ...] = ("multi-prompt", "hot-prompt
 # The hot prompt's share of the hot-prompt workload: with 4 replicas, twice what one replica
 # should take, so a router that keeps it on its owner overloads that replica.
 HOT_SHARE = 0.5
+# Requests spread evenly over LoRA adapters (model `base:aN`): run only by name, on a profile
+# that serves the adapters (`adapter_names`), so it is not among the default WORKLOADS.
+ADAPTER_WORKLOAD: WorkloadName = "many-adapters"
 
 
 class Workload(Frozen):
@@ -40,6 +46,25 @@ class Workload(Frozen):
         default=0.0, ge=0, lt=1,
         description="Share of requests on the first system prompt; the rest share the others.",
     )  # fmt: skip
+    adapters: int = Field(
+        default=0, ge=0,
+        description="LoRA adapters the requests take in turn (shuffled); 0: the base model.",
+    )  # fmt: skip
+
+
+def adapter_names(count: int) -> tuple[str, ...]:
+    """The adapters an adapter workload names: the profile serving it lists these."""
+    return tuple(f"a{index}" for index in range(count))
+
+
+def adapter_order(workload: Workload, seed: int = 7) -> list[int]:
+    """Which adapter each request names: each in turn, shuffled (a generator of its own, so the
+    prompts are those of the same workload without adapters)."""
+    if not workload.adapters:
+        return []
+    order = [index % workload.adapters for index in range(workload.requests)]
+    random.Random(f"{seed}-{workload.name}-adapters").shuffle(order)
+    return order
 
 
 def _words(rng: random.Random, count: int) -> str:
@@ -64,6 +89,8 @@ def build_requests(workload: Workload, model: str, seed: int = 7) -> list[dict[s
     rng = random.Random(f"{seed}-{workload.name}")
     prefixes = [_words(rng, workload.prefix_tokens) for _ in range(workload.shared_prefixes)]
     order = prefix_order(workload, rng)
+    adapters = adapter_names(workload.adapters)
+    models = [f"{model}:{adapters[i]}" for i in adapter_order(workload, seed)]
     requests = []
     for index in range(workload.requests):
         messages = []
@@ -74,7 +101,7 @@ def build_requests(workload: Workload, model: str, seed: int = 7) -> list[dict[s
         messages.append({"role": "user", "content": _words(rng, question_tokens)})
         requests.append(
             {
-                "model": model,
+                "model": models[index] if models else model,
                 "messages": messages,
                 "max_tokens": workload.output_tokens,
                 # vLLM's extension: every configuration generates exactly max_tokens, whatever
@@ -117,6 +144,21 @@ def default_workloads(
             shared_prefixes=shared_prefixes, prefix_tokens=prefix_tokens, hot_share=hot_share,
         ),
     }  # fmt: skip
+
+
+def adapter_workload(
+    adapters: int = 8,
+    requests: int = 48,
+    concurrency: int = 12,
+    input_tokens: int = 200,
+    output_tokens: int = 50,
+) -> Workload:
+    """Short unique prompts over `adapters` LoRA adapters: with more adapters than a replica
+    holds, where each adapter's requests go decides how often an engine loads one."""
+    return Workload(
+        name=ADAPTER_WORKLOAD, input_tokens=input_tokens, output_tokens=output_tokens,
+        requests=requests, concurrency=concurrency, adapters=adapters,
+    )  # fmt: skip
 
 
 def chosen_workloads(
