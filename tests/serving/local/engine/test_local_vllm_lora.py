@@ -13,6 +13,7 @@ and an adapter nobody registered gets vLLM's own 404."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,17 +33,25 @@ ADAPTERS = (LocalAdapter("support", 8), LocalAdapter("legal", 8))
 # vLLM's extension: exactly max_tokens (random weights may pick EOS at any step).
 GREEDY = {"ignore_eos": True, "temperature": 0.0, "seed": 7}
 PROMPT = "Tell me a story about a model and a cache."
+BASE = "llama-3.1-8b"  # the profile's name: the base model's id
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[tuple[openai.OpenAI, str]]:
+def endpoint() -> Iterator[str]:
+    """The run's OpenAI endpoint (HAProxy)."""
     profile = load_profile(REPO / "stacks/models/llama-3.1-8b.yaml")
     spec = ModelSpec.model_validate(
         profile.model_dump() | {"autoscaling": {"min_replicas": 1, "max_replicas": 1}}
     )
     assert spec.fast_paths.haproxy and spec.fast_paths.direct_streaming
+    assert spec.name == BASE and spec.router.kind == "servestack_prefix_affinity"
     with local_serve(spec, None, engine="vllm", adapters=ADAPTERS) as running:
-        yield openai.OpenAI(base_url=f"{running.endpoint}/v1", api_key="x"), spec.name
+        yield running.endpoint
+
+
+@pytest.fixture(scope="module")
+def client(endpoint: str) -> tuple[openai.OpenAI, str]:
+    return openai.OpenAI(base_url=f"{endpoint}/v1", api_key="x"), BASE
 
 
 def answer(client: openai.OpenAI, model: str) -> str:
@@ -90,3 +99,36 @@ def test_the_tiny_adapter_is_peft_lora_of_the_asked_rank() -> None:
     config = json.loads((directory / "adapter_config.json").read_text())
     assert (config["peft_type"], config["r"]) == ("LORA", 8)
     assert (directory / "adapter_model.safetensors").exists()
+
+
+def test_the_router_read_each_adapter_from_the_forwarded_body(
+    endpoint: str, client: tuple[openai.OpenAI, str]
+) -> None:
+    """Under HAProxy + direct streaming the adapter reaches servestack's router only in the
+    forwarded body: its placements are counted per adapter. One replica: an adapter's first
+    request is a new home, each later one finds it held."""
+    from serving.local.runtime.observed import running
+    from serving.observability.metrics import ROUTER_ADAPTER_DECISIONS
+    from serving.observability.top import scrape
+    from serving.router.prefix_affinity import ADAPTER_DECISIONS, ADAPTER_HELD, ADAPTER_NEW
+
+    served, base = client
+    for adapter in ADAPTERS:
+        for _ in range(2):
+            answer(served, f"{base}:{adapter.name}")
+    (run,) = [r for r in running() if r.endpoint == endpoint]
+    counted: dict[tuple[str, str], float] = {}
+    deadline = time.monotonic() + 30  # Ray's processes push their metrics every second here
+    while time.monotonic() < deadline:
+        counted = {}
+        for (name, labels), value in scrape(run.metrics["ray"]).items():
+            if name == ROUTER_ADAPTER_DECISIONS:
+                label = dict(labels)
+                assert label["application"] == base and label["decision"] in ADAPTER_DECISIONS
+                counted[(label["adapter"], label["decision"])] = value
+        if all(counted.get((a.name, ADAPTER_HELD), 0) >= 1 for a in ADAPTERS):
+            break
+        time.sleep(1)
+    for adapter in ADAPTERS:
+        assert counted.get((adapter.name, ADAPTER_NEW)) == 1, counted
+        assert counted.get((adapter.name, ADAPTER_HELD), 0) >= 1, counted
