@@ -27,8 +27,8 @@ SHARED_PREFIX_WORKLOADS: tuple[WorkloadName, ...] = ("multi-prompt", "hot-prompt
 # The hot prompt's share of the hot-prompt workload: with 4 replicas, twice what one replica
 # should take, so a router that keeps it on its owner overloads that replica.
 HOT_SHARE = 0.5
-# Requests spread evenly over LoRA adapters (model `base:aN`): run only by name, on a profile
-# that serves the adapters (`adapter_names`), so it is not among the default WORKLOADS.
+# Requests spread evenly over LoRA adapters (model `base:aN`). Not among WORKLOADS (what
+# `--workload` runs): it needs a profile serving `adapter_names`, which no bench profile does yet.
 ADAPTER_WORKLOAD: WorkloadName = "many-adapters"
 
 
