@@ -1,0 +1,166 @@
+"""Calibration rows gathered for the regimes the planner missed on runs it was not fitted to
+(issue 32): saturated serving of dense models that fill their KV cache (Qwen3-32B on one H100,
+where prompts of 4K tokens leave room for a handful of sequences), large MoE models on A100s at
+TP8 and TP4, and MLA at TP8 on Hopper.
+
+Every row is a published `vllm bench serve` run read from its page (the whole benchmark output,
+not the summary table), with its setup as published: the serve command, the dataset, the number
+of prompts, all sent at once (no --request-rate, so every request is queued at the start). Mean
+lengths are the published totals over the successful requests. Where a page leaves a serving
+default unstated the row takes vLLM 0.11's (calibration_row.VLLM_*), as calibration_set's rows do.
+
+The split was fixed before the constants were refitted, by one rule over runs: a run's figures
+share a part; a run calibration_set already holds keeps its part there; within each page the
+new runs, in the order the page prints them, alternate fit, held, fit, ..., the first fitted.
+"""
+
+from __future__ import annotations
+
+from calibration_row import Row, _p
+from calibration_sources import (
+    ALL_AT_ONCE,
+    DSR1_H200,
+    GPUSTACK,
+    GPUSTACK_REPO,
+    MEDIUM,
+    Q14_A100,
+    Q14_H100,
+    Q32_A100,
+    A,
+    H,
+    _gpustack,
+)
+
+Q32_H100 = (
+    GPUSTACK + "qwen3-32b/h100 ; " + GPUSTACK_REPO + "qwen3-32b/h100.md",
+    "Qwen3-32B BF16, 1xH100 SXM, vLLM 0.11.0 `vllm serve Qwen/Qwen3-32B`",
+)
+Q235_A100_PAGE = (
+    GPUSTACK + "qwen3-235b-a22b/a100 ; " + GPUSTACK_REPO + "qwen3-235b-a22b/a100.md",
+    "Qwen3-235B-A22B-Instruct-2507 on 8xA100 SXM 80GB, vLLM 0.11.0",
+)
+
+# Mean lengths from each run's published totals.
+Q32_H100_SHAREGPT = (217, 201)  # 217,393 in / 201,422 out over 1,000 requests
+Q32_H100_VERY_LONG = (32000, 77)  # 3,200,000 / 7,681 over 100
+LONG_200 = (3996, 200)  # random 4K: 1,997,942 in / 99,790-99,893 out over 500 requests
+Q235_A100_VERY_LONG = (32000, 82)  # 3,200,000 / 8,191 over 100
+Q235_A100_LONG = (3996, 183)  # 1,997,942 / 91,352 over 500
+Q235_A100_MEDIUM = (1996, 99)  # 998,175 / 49,632 over 500
+Q235_A100_FP8_SHAREGPT_TP8_EP = (217, 197)  # 217,393 / 196,648 over 1,000
+Q235_A100_FP8_SHAREGPT_TP4 = (217, 195)  # 217,393 / 195,140 over 1,000
+Q235_A100_FP8_SHAREGPT_TP4_EP = (217, 196)  # 217,393 / 195,590 over 1,000
+Q235_A100_FP8_SHAREGPT_4096 = (217, 196)  # 217,393 / 195,953 over 1,000
+Q235_A100_FP8_SHAREGPT_8192 = (217, 196)  # 217,393 / 195,781 over 1,000
+Q235_A100_FP8_VERY_LONG = (32000, 83)  # 3,200,000 / 8,300 over 100
+Q235_A100_FP8_LONG = (3996, 181)  # 1,997,942 / 90,389 over 500
+Q235_A100_FP8_MEDIUM = (1996, 99)  # 998,175 / 49,495 over 500
+DSR1_LONG = (3995, 200)  # 1,997,530 / 100,000 over 500
+
+# Qwen3-235B-A22B-Instruct-2507-FP8 on A100s: vLLM runs the FP8 checkpoint weight-only (W8A16,
+# Marlin), as the page says; the planner does so wherever the GPU has no FP8 math.
+_FP8_A100 = "Qwen3-235B-A22B-Instruct-2507-FP8 (W8A16 on A100: Marlin)"
+
+
+REGIME_ROWS: list[Row] = [
+    # --- Qwen3-32B BF16 on one H100: 64 GiB of weights leave a small KV cache ----------------
+    _gpustack(Q32_H100, f"ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps", 1131.55,
+              _p("qwen3-32b", "h100-80gb", workload=Q32_H100_SHAREGPT, max_model_len=40960,
+                 **H), "fit"),
+    _gpustack(Q32_H100, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}", "total_tps",
+              2771.81,
+              _p("qwen3-32b", "h100-80gb", workload=Q32_H100_VERY_LONG, max_model_len=40960,
+                 **H), "held"),
+    _gpustack(Q32_H100, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
+              2148.69,
+              _p("qwen3-32b", "h100-80gb", workload=LONG_200, max_model_len=40960, **H), "fit"),
+    _gpustack(Q32_H100, f"random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
+              3195.30,
+              _p("qwen3-32b", "h100-80gb", workload=MEDIUM, max_model_len=40960, **H), "held"),
+    # --- the random 4K runs of pages whose other runs calibration_set already holds ----------
+    # Each is its page's only new row, so its first: fitted.
+    _gpustack(Q14_H100, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
+              9218.03,
+              _p("qwen3-14b", "h100-80gb", workload=LONG_200, max_model_len=40960, **H), "fit"),
+    _gpustack(Q14_A100, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
+              5153.42,
+              _p("qwen3-14b", "a100-80gb", workload=LONG_200, max_model_len=40960, **A), "fit"),
+    _gpustack(Q32_A100, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
+              1837.08,
+              _p("qwen3-32b", "a100-80gb", workload=LONG_200, max_model_len=32768, **A), "fit"),
+    _gpustack(DSR1_H200, f"`-tp 8`, random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}",
+              "total_tps", 15808.55,
+              _p("deepseek-v3", "h200-141gb", 8, workload=DSR1_LONG, max_model_len=32768, **H),
+              "fit"),
+    # --- Qwen3-235B-A22B on A100s (its ShareGPT run at TP8 BF16 is in calibration_set) -------
+    _gpustack(
+        Q235_A100_PAGE,
+        f"{_FP8_A100} `-tp 8 --enable-expert-parallel`, ShareGPT 1,000 prompts, "
+        f"{ALL_AT_ONCE}", "output_tps", 1776.73,
+        _p("qwen3-235b-a22b", "a100-80gb", 8, workload=Q235_A100_FP8_SHAREGPT_TP8_EP,
+           quantization="fp8", max_model_len=40960, **A)
+        | {"parallelism": {"tensor": 8, "expert": True}}, "fit"),
+    _gpustack(
+        Q235_A100_PAGE,
+        f"{_FP8_A100} `-tp 4`, ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps",
+        1428.16,
+        _p("qwen3-235b-a22b", "a100-80gb", 4, workload=Q235_A100_FP8_SHAREGPT_TP4,
+           quantization="fp8", max_model_len=40960, **A), "held"),
+    _gpustack(
+        Q235_A100_PAGE,
+        f"{_FP8_A100} `-tp 4 --enable-expert-parallel`, ShareGPT 1,000 prompts, "
+        f"{ALL_AT_ONCE}", "output_tps", 1332.94,
+        _p("qwen3-235b-a22b", "a100-80gb", 4, workload=Q235_A100_FP8_SHAREGPT_TP4_EP,
+           quantization="fp8", max_model_len=40960, **A)
+        | {"parallelism": {"tensor": 4, "expert": True}}, "fit"),
+    _gpustack(
+        Q235_A100_PAGE,
+        f"BF16 `-tp 8`, random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}",
+        "total_tps", 6657.49,
+        _p("qwen3-235b-a22b", "a100-80gb", 8, workload=Q235_A100_VERY_LONG,
+           max_model_len=40960, **A), "held"),
+    _gpustack(
+        Q235_A100_PAGE,
+        f"BF16 `-tp 8`, random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}",
+        "total_tps", 8170.72,
+        _p("qwen3-235b-a22b", "a100-80gb", 8, workload=Q235_A100_LONG,
+           max_model_len=40960, **A), "fit"),
+    _gpustack(
+        Q235_A100_PAGE,
+        f"BF16 `-tp 8`, random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}",
+        "total_tps", 9342.67,
+        _p("qwen3-235b-a22b", "a100-80gb", 8, workload=Q235_A100_MEDIUM,
+           max_model_len=40960, **A), "held"),
+    _gpustack(
+        Q235_A100_PAGE,
+        f"{_FP8_A100} `-tp 4 --max-num-batched-tokens 4096`, ShareGPT 1,000 prompts, "
+        f"{ALL_AT_ONCE}", "output_tps", 1434.07,
+        _p("qwen3-235b-a22b", "a100-80gb", 4, workload=Q235_A100_FP8_SHAREGPT_4096,
+           quantization="fp8", max_model_len=40960, max_num_seqs=256,
+           max_num_batched_tokens=4096), "fit"),
+    _gpustack(
+        Q235_A100_PAGE,
+        f"{_FP8_A100} `-tp 4 --max-num-batched-tokens 8192`, ShareGPT 1,000 prompts, "
+        f"{ALL_AT_ONCE}", "output_tps", 1422.97,
+        _p("qwen3-235b-a22b", "a100-80gb", 4, workload=Q235_A100_FP8_SHAREGPT_8192,
+           quantization="fp8", max_model_len=40960, max_num_seqs=256,
+           max_num_batched_tokens=8192), "held"),
+    _gpustack(
+        Q235_A100_PAGE,
+        f"{_FP8_A100} `-tp 4`, random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}",
+        "total_tps", 4132.51,
+        _p("qwen3-235b-a22b", "a100-80gb", 4, workload=Q235_A100_FP8_VERY_LONG,
+           quantization="fp8", max_model_len=40960, **A), "fit"),
+    _gpustack(
+        Q235_A100_PAGE,
+        f"{_FP8_A100} `-tp 4`, random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}",
+        "total_tps", 4633.41,
+        _p("qwen3-235b-a22b", "a100-80gb", 4, workload=Q235_A100_FP8_LONG,
+           quantization="fp8", max_model_len=40960, **A), "held"),
+    _gpustack(
+        Q235_A100_PAGE,
+        f"{_FP8_A100} `-tp 4`, random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}",
+        "total_tps", 5333.91,
+        _p("qwen3-235b-a22b", "a100-80gb", 4, workload=Q235_A100_FP8_MEDIUM,
+           quantization="fp8", max_model_len=40960, **A), "fit"),
+]  # fmt: skip
