@@ -31,7 +31,7 @@ for _path in (ROOT, ROOT / "tests"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from calibration_score import measured_bands, score, table  # noqa: E402
+from calibration_score import measured_bands, regime_table, score, table  # noqa: E402
 from calibration_set import ROWS  # noqa: E402
 
 from serving.plan import fitted  # noqa: E402
@@ -51,8 +51,8 @@ class Constant:
 
 CONSTANTS: dict[str, Constant] = {
     "HBM_EFFICIENCY": Constant(0.5, 0.85,
-        "Fraction of peak HBM bandwidth a decode step reaches streaming dense weights (near the "
-        "0.85 bound, about what a streaming read reaches on H100/A100)."),
+        "Fraction of peak HBM bandwidth a decode step reaches streaming dense weights (a "
+        "streaming read reaches about 0.85 of it on H100/A100, its upper bound)."),
     "EXPERT_HBM_EFFICIENCY": Constant(0.2, 0.85,
         "Fraction of peak HBM bandwidth reached streaming expert weights through grouped GEMMs."),
     "ATTENTION_HBM_EFFICIENCY": Constant(0.5, 0.85,
@@ -78,7 +78,8 @@ CONSTANTS: dict[str, Constant] = {
         "is not available (Ampere), at this share of the peak (fitted on gpt-oss-20b at 32k on "
         "an A100)."),
     "EXPERT_MFU_SHARE": Constant(0.2, 1.0,
-        "Grouped expert GEMMs reach this share of the dense matmuls' efficiency."),
+        "Grouped expert GEMMs reach this share of the dense matmuls' efficiency, besides the "
+        "rows their tiles pad (serving.plan.speed.roofline.expert_tile_efficiency)."),
     "FP8_EXPERT_MATH_SPEEDUP": Constant(1.0, 2.0,
         "FP8 expert weights run vLLM's fused-MoE kernels with a scale per 128x128 weight block "
         "(the format of DeepSeek-V3's and Qwen3's FP8 checkpoints), which gain this much over "
@@ -99,6 +100,12 @@ CONSTANTS: dict[str, Constant] = {
     "MOE_LAYER_OVERHEAD_S": Constant(0.0, 100e-6,
         "A MoE layer's routing, top-k, token permutation and grouped-GEMM launches, per layer "
         "and step."),
+    "MLA_LAYER_OVERHEAD_S": Constant(0.0, 100e-6,
+        "What an MLA layer adds to a step's kernels, per layer and step: the latent's and the "
+        "query's layernorms, the absorbed key and value up-projections (two batched matmuls per "
+        "layer), the decode kernel's split-KV scheduling and combine, and the FP8 activations' "
+        "quantization before each block-FP8 projection (vLLM's DeepSeek-V2/V3 attention, "
+        "vllm/model_executor/layers/attention/mla_attention.py, vLLM 0.22)."),
     "TTFT_FLOOR_S": Constant(0.0, 60e-3,
         "Time to first token that no prefill explains: the HTTP request, chat template and "
         "tokenization, scheduling and detokenizing the first token. It is the frontend of the "
@@ -243,7 +250,9 @@ def main(argv: Sequence[str]) -> int:
         print(f"wrote {FITTED.relative_to(ROOT)}")
     ERROR_BANDS.write_text(error_bands_module())
     print(f"wrote {ERROR_BANDS.relative_to(ROOT)}")
-    print(table(score(ROWS)))
+    scored = score(ROWS)
+    print(table(scored))
+    print(regime_table(scored))
     return 0
 
 

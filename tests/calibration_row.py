@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from serving.spec.profile import ModelSpec
 
-Metric = Literal["tpot", "ttft", "prefill", "output_tps", "total_tps"]
+# burst_tpot: the mean time per output token of a run that queued every request at once.
+Metric = Literal["tpot", "burst_tpot", "ttft", "prefill", "output_tps", "total_tps"]
 Part = Literal["fit", "held"]
 
 # vLLM's serving defaults since 0.10 (engine/arg_utils.py): GPUs with >= 70 GiB that are not an
@@ -34,7 +35,7 @@ class Row:
     source: str
     setup: str
     metric: Metric
-    published: float  # ms for tpot/ttft/prefill, tokens/s for *_tps
+    published: float  # ms for tpot/burst_tpot/ttft/prefill, tokens/s for *_tps
     profile: dict[str, Any]
     part: Part
     batch: int = field(default=1, kw_only=True)  # concurrency, for tpot and ttft
@@ -49,6 +50,10 @@ class Row:
     # Every prompt of the run has the workload's length (a synthetic benchmark's), not a chat
     # dataset's spread around it (serving.plan.speed.prompt_lengths).
     fixed_prompts: bool = field(default=False, kw_only=True)
+    # The run kept `batch` requests going, sending the next as each ended (`vllm bench serve
+    # --max-concurrency`): new prompts' prefill shares the decode steps
+    # (serving.plan.speed.mixed.loaded_step_s). `vllm bench latency`'s fixed batch does not.
+    closed_loop: bool = field(default=False, kw_only=True)
 
     def spec(self) -> ModelSpec:
         return planned(self.profile)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from calibration_row import Row
@@ -14,8 +14,11 @@ from calibration_set import ROWS
 
 from serving.catalog import MachineType
 from serving.plan.accuracy import ErrorBand
+from serving.plan.memory import memory
 from serving.plan.placement import choose_machine
 from serving.plan.planner import decode_step_s, plan, prefill_s, ttft_s
+from serving.plan.speed.mixed import loaded_step_s
+from serving.plan.speed.saturation import burst_itl_s, saturated_batch
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
 
@@ -28,6 +31,8 @@ def estimate(row: Row) -> float:
         layout = spec.parallelism
         machine = choose_machine(spec, layout.gpus_per_replica)
         context = work.input_tokens + work.output_tokens // 2
+        if row.closed_loop:
+            return 1e3 * loaded_step_s(spec, machine, layout, row.batch, context)
         return 1e3 * decode_step_s(spec, machine, layout, row.batch, context)
     if row.metric == "ttft":
         layout = spec.parallelism
@@ -38,6 +43,14 @@ def estimate(row: Row) -> float:
             + opening_wave_s(row, spec, machine, layout)
             + closed_loop_queue_s(row, spec, machine, layout)
         )
+    if row.metric == "burst_tpot":
+        assert row.prompts is not None, f"{row.label}: the setup states no number of prompts"
+        layout = spec.parallelism
+        machine = choose_machine(spec, layout.gpus_per_replica)
+        mem = memory(spec, layout)
+        batch = saturated_batch(spec, layout, mem)
+        requests = row.prompts / layout.data
+        return 1e3 * burst_itl_s(spec, machine, layout, mem, batch, requests)
     # Published saturation runs queue every request at once with no latency target: the server
     # decodes at the batch its KV cache allows, not the batch a profile's ITL target would keep;
     # the burst is the run's own number of prompts.
@@ -123,6 +136,63 @@ TOLERANCE = 0.25
 CLASSES = ("dense decode", "moe decode", "ttft", "saturation")
 
 
+def _layout(row: Row) -> dict[str, object]:
+    return dict(row.profile.get("parallelism", {}))
+
+
+def _saturated(row: Row) -> bool:
+    return row.metric in ("output_tps", "total_tps")
+
+
+# The regimes issue 32 names, which cut across the classes: where the planner missed runs it was
+# not fitted to. A row may fall in several, or in none.
+REGIMES: dict[str, Callable[[Row], bool]] = {
+    "saturated dense": lambda r: _saturated(r) and not r.spec().architecture.is_moe,
+    "saturated MoE": lambda r: _saturated(r) and r.spec().architecture.is_moe,
+    "MLA at TP8 on Hopper": lambda r: (
+        r.spec().architecture.attention == "mla"
+        and _layout(r).get("tensor") == 8
+        and r.gpu in ("h100-80gb", "h200-141gb")
+    ),
+    "large MoE on A100": lambda r: (
+        r.spec().architecture.is_moe
+        and r.spec().architecture.total_params > 100e9
+        and r.gpu.startswith("a100")
+    ),
+    "ITL under concurrency": lambda r: (
+        r.metric == "burst_tpot" or (r.metric == "tpot" and r.batch > 1)
+    ),
+    "TTFT at concurrency 1": lambda r: r.metric in ("ttft", "prefill") and r.batch == 1,
+    "DP+EP across nodes": lambda r: (
+        bool(_layout(r).get("expert")) and int(str(_layout(r).get("data", 1))) > 1
+    ),
+}
+
+
+def regime_table(scored: Sequence[Scored]) -> str:
+    """Each regime's held rows, overall and per GPU: how many, the share within ±25%, the
+    median |error|; and how many rows it has in the fit part."""
+    lines = [f"{'regime':24} {'GPU':12} {'fit':>4} {'held':>5} {'within':>7} {'median':>7}"]
+    for name, belongs in REGIMES.items():
+        rows = [s for s in scored if belongs(s.row)]
+        held = [s for s in rows if s.row.part == "held"]
+        fit = len(rows) - len(held)
+        if not held:
+            lines.append(f"{name:24} {'all':12} {fit:4} {0:5} {'-':>7} {'-':>7}")
+            continue
+        lines.append(
+            f"{name:24} {'all':12} {fit:4} {len(held):5} {within(held):7.0%} "
+            f"{median_error(held):7.1%}"
+        )
+        for gpu in sorted({s.row.gpu for s in held}):
+            on_gpu = [s for s in held if s.row.gpu == gpu]
+            lines.append(
+                f"{'':24} {gpu:12} {'':4} {len(on_gpu):5} {within(on_gpu):7.0%} "
+                f"{median_error(on_gpu):7.1%}"
+            )
+    return "\n".join(lines)
+
+
 def within(rows: Sequence[Scored]) -> float:
     """Share of the rows within ±25% of the published figure."""
     return sum(abs(s.error) <= TOLERANCE for s in rows) / len(rows)
@@ -155,9 +225,38 @@ def readme_error_table() -> str:
     return "\n".join(lines)
 
 
+def readme_regime_table() -> str:
+    """The docs' table of the regimes issue 32 named: held rows by GPU, and fit rows."""
+    scored = score(ROWS)
+    lines = [
+        "| regime | GPU | held-back runs | within ±25% | median \\|error\\| | fit runs |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, belongs in REGIMES.items():
+        rows = [s for s in scored if belongs(s.row)]
+        held = [s for s in rows if s.row.part == "held"]
+        fit = len(rows) - len(held)
+        if not held:
+            lines.append(f"| {name} | all | 0 | — | — | {fit} |")
+            continue
+        for gpu in sorted({s.row.gpu for s in held}):
+            on_gpu = [s for s in held if s.row.gpu == gpu]
+            lines.append(
+                f"| {name} | {gpu} | {len(on_gpu)} | {within(on_gpu):.0%} | "
+                f"{median_error(on_gpu):.0%} | |"
+            )
+        lines.append(
+            f"| {name} | all | {len(held)} | {within(held):.0%} | {median_error(held):.0%} "
+            f"| {fit} |"
+        )
+    return "\n".join(lines)
+
+
 def _kind(row: Row) -> tuple[bool, str]:
     """The kind of estimate a row measures: (is_moe, phase) as serving.plan.accuracy keys it."""
-    phase = {"tpot": "decode", "ttft": "ttft", "prefill": "ttft"}.get(row.metric, "saturation")
+    phase = {"tpot": "decode", "burst_tpot": "decode", "ttft": "ttft", "prefill": "ttft"}.get(
+        row.metric, "saturation"
+    )
     return row.spec().architecture.is_moe, phase
 
 

@@ -47,6 +47,7 @@ so they are `fixed_prompts`. Where each row was read is in calibration_sources.
 from __future__ import annotations
 
 from calibration_row import ASYNC, Row, _p
+from calibration_set_regimes import REGIME_ROWS
 from calibration_sources import (
     ALL_AT_ONCE,
     BLOG,
@@ -319,3 +320,6 @@ ROWS: list[Row] = [
               1798.45,
               _p("qwen3-32b", "a100-80gb", workload=VERY_LONG, max_model_len=32768, **A), "held"),
 ]  # fmt: skip
+# The rows gathered for the regimes issue 32 names (saturated serving with a full KV cache, large
+# MoE models on A100s, MLA at TP8), split by their own rule (calibration_set_regimes).
+ROWS += REGIME_ROWS

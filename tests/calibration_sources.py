@@ -124,9 +124,11 @@ def _gpustack(
     where: tuple[str, str], what: str, metric: Metric, value: float, profile: dict[str, Any],
     part: Part, batch: int = 1, retired_frontend_s: float = 0.0, serial_frontend_s: float = 0.0,
 ) -> Row:  # fmt: skip
+    # GPUStack's latency runs are `vllm bench serve --max-concurrency c`: a closed loop.
     return Row(
         where[0], f"{where[1]}; {what}", metric, value, profile, part, batch=batch,
         retired_frontend_s=retired_frontend_s, serial_frontend_s=serial_frontend_s,
+        closed_loop=batch > 1,
     )  # fmt: skip
 
 

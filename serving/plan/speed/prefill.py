@@ -86,7 +86,9 @@ def _mla_context_flops(spec: ModelSpec, tokens: int) -> float:
     return context_tokens * per_token * arch.context_attention_layers
 
 
-def prefill_compute_s(spec: ModelSpec, layout: Parallelism, tokens: int) -> float:
+def prefill_compute_s(
+    spec: ModelSpec, layout: Parallelism, tokens: int, step_tokens: float | None = None
+) -> float:
     """Math for `tokens` prompt tokens: the active weights, plus causal attention (half of the
     tokens x tokens score and value products) at the attention kernel's efficiency, plus MLA's
     re-projection of earlier chunks (_mla_context_flops, heads split over TP). Attention
@@ -102,7 +104,10 @@ def prefill_compute_s(spec: ModelSpec, layout: Parallelism, tokens: int) -> floa
     attention_s = attention_flops / (layout.tensor * spec.gpu.bf16_dense_flops * efficiency)
     mfu = PREFILL_MFU[generation]
     context_s = _mla_context_flops(spec, tokens) / (layout.tensor * math_flops(spec) * mfu)
-    return matmul_s(spec, layout, tokens, mfu) + attention_s + context_s
+    # A lone prompt fills its steps up to the token budget; a saturated server's steps carry
+    # other prompts and decodes too (`step_tokens`), which fills the experts' tiles.
+    step = min(tokens, spec.max_num_batched_tokens) if step_tokens is None else step_tokens
+    return matmul_s(spec, layout, tokens, mfu, step) + attention_s + context_s
 
 
 def prefill_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:

@@ -5,6 +5,8 @@ work. Decode and prefill both build on these."""
 
 from __future__ import annotations
 
+import math
+
 from serving.plan import fitted
 from serving.plan.memory import replicated_params, weight_bytes
 from serving.spec.parts import Parallelism
@@ -49,15 +51,63 @@ def _expert_math_flops(spec: ModelSpec) -> float:
     return math_flops(spec)
 
 
-def matmul_s(spec: ModelSpec, layout: Parallelism, tokens: int, mfu: float) -> float:
-    """Math for `tokens` tokens through the active weights; expert GEMMs run less efficiently.
-    The weights every TP rank holds whole (MLA's down-projections) are multiplied on every rank,
-    not shared out."""
+# Expert weights vLLM multiplies with its Triton fused-MoE kernel, whose tiles _block_m sizes.
+# MXFP4 experts (gpt-oss) run other kernels (triton_kernels' matmul_ogs on Hopper, Marlin on
+# Ampere) with tiles of their own, not modelled here.
+FUSED_MOE_DTYPES = ("bf16", "fp8")
+
+
+def _block_m(spec: ModelSpec, step_tokens: float) -> int:
+    """Rows of vLLM's fused-MoE tile for a step of `step_tokens` tokens, by its default configs
+    (vllm/model_executor/layers/fused_moe/fused_moe.py, get_default_config, vLLM 0.22): block
+    FP8 weights 16 up to 64 tokens, else 64; others 16, 32, 64 up to 32, 96, 512 tokens, else
+    128."""
+    if spec.expert_weights_dtype == "fp8":
+        return 16 if step_tokens <= 64 else 64
+    for most, rows in ((32, 16), (96, 32), (512, 64)):
+        if step_tokens <= most:
+            return rows
+    return 128
+
+
+def expert_tile_efficiency(spec: ModelSpec, layout: Parallelism, step_tokens: float) -> float:
+    """Share of the grouped expert GEMMs' rows that carry a token. The fused-MoE kernel pads each
+    expert's tokens to whole tiles of BLOCK_SIZE_M rows (_block_m). With m tokens per expert
+    on average (the step's tokens from every DP rank, times experts_per_token, over the
+    experts), an expert's tokens spread around m (Poisson), so from half a tile up its last
+    tile is on average half empty: m / BLOCK_SIZE_M + 1/2 tiles; below that an expert takes one
+    tile if any token routes to it, 1 - e^-m (the two meet at m = BLOCK_SIZE_M / 2). A large
+    MoE whose step's tokens spread over many experts, or a small token budget (A100s' 2,048),
+    pads the most."""
+    arch = spec.architecture
+    if not arch.is_moe or spec.expert_weights_dtype not in FUSED_MOE_DTYPES:
+        return 1.0
+    step = step_tokens * layout.data
+    rows = _block_m(spec, step)
+    per_expert = step * arch.experts_per_token / arch.num_experts
+    if per_expert <= 0:
+        return 1.0
+    tiles = 1 - math.exp(-per_expert) if per_expert < rows / 2 else per_expert / rows + 0.5
+    return per_expert / (rows * tiles)
+
+
+def matmul_s(
+    spec: ModelSpec,
+    layout: Parallelism,
+    tokens: float,
+    mfu: float,
+    step_tokens: float | None = None,
+) -> float:
+    """Math for `tokens` tokens through the active weights, in steps of `step_tokens` (all of
+    them at once, by default); expert GEMMs run less efficiently, and pad their tiles
+    (expert_tile_efficiency). The weights every TP rank holds whole (MLA's down-projections)
+    are multiplied on every rank, not shared out."""
     share = _expert_flops_share(spec)
     flops = 2 * spec.architecture.active_params * tokens
     replicated = 2 * replicated_params(spec) * tokens
     gpu_rate = math_flops(spec) * mfu
-    expert_rate = layout.tensor * _expert_math_flops(spec) * mfu * fitted.EXPERT_MFU_SHARE
+    tiles = expert_tile_efficiency(spec, layout, tokens if step_tokens is None else step_tokens)
+    expert_rate = layout.tensor * _expert_math_flops(spec) * mfu * fitted.EXPERT_MFU_SHARE * tiles
     dense = flops * (1 - share)
     return (
         (dense - replicated) / (layout.tensor * gpu_rate)
@@ -67,9 +117,12 @@ def matmul_s(spec: ModelSpec, layout: Parallelism, tokens: int, mfu: float) -> f
 
 
 def layers_overhead_s(spec: ModelSpec, layout: Parallelism) -> float:
-    """Per-layer kernel costs of one step on one pipeline stage chain (stages run in turn)."""
+    """Per-layer kernel costs of one step on one pipeline stage chain (stages run in turn): a
+    layer's own, a MoE layer's routing, and MLA's extra kernels."""
     arch = spec.architecture
     per_layer = fitted.LAYER_OVERHEAD_S + (fitted.MOE_LAYER_OVERHEAD_S if arch.is_moe else 0.0)
+    if arch.attention == "mla":
+        per_layer += fitted.MLA_LAYER_OVERHEAD_S
     return arch.num_layers * per_layer
 
 

@@ -14,6 +14,11 @@ from serving.frozen import Frozen
 from serving.plan.collectives import P2P_LATENCY_S
 from serving.plan.memory import MemoryBreakdown, kv_bytes_per_token
 from serving.plan.speed.decode import decode_step_s
+from serving.plan.speed.mixed import (
+    loaded_step_s,
+    queued_phase_s,
+    recomputed_prompt_tokens,
+)
 from serving.plan.speed.prefill import prefill_compute_s, prefill_s, ttft_s
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
@@ -62,22 +67,89 @@ def burst_decode_s(
     this way (`vllm bench serve` sends its prompts at once), and the drain is where a server
     falls short of its full-batch rate."""
     work = spec.workload
-    mean_output = work.output_tokens
-    context = work.input_tokens + mean_output // 2
+    context = work.input_tokens + work.output_tokens // 2
     full = decode_step_s(spec, machine, layout, batch, context)
-    queued_tokens = max(0.0, requests - batch) * mean_output
-    seconds = queued_tokens / batch * full
+    queued_tokens = max(0.0, requests - batch) * work.output_tokens
+    return queued_tokens / batch * full + drain_s(spec, machine, layout, batch, requests)
+
+
+def drain_phases(spec: ModelSpec, batch: int, requests: float) -> list[tuple[float, int]]:
+    """The steps a full batch of `batch` sequences (or all `requests`, if fewer) takes to drain
+    once no request queues, as (steps, sequences decoded in each) pairs."""
+    mean_output = spec.workload.output_tokens
     # Draining from b sequences: b(t) = b e^(-t/mean), so the steps spent between batch sizes
     # B and B - dB are mean x dB / B. Sum that over batch sizes, log-spaced, down to one.
     draining = min(float(batch), requests)
     points = max(2, min(DRAIN_POINTS, int(draining)))
     sizes = [draining ** (1 - i / (points - 1)) for i in range(points)]
-    for high, low in itertools.pairwise(sizes):
-        middle = math.sqrt(high * low)
-        steps = mean_output * math.log(high / low)
-        seconds += steps * decode_step_s(spec, machine, layout, max(1, round(middle)), context)
+    phases = [
+        (mean_output * math.log(high / low), max(1, round(math.sqrt(high * low))))
+        for high, low in itertools.pairwise(sizes)
+    ]
     # The longest of them outlives the last drain step by about one mean length.
-    return seconds + mean_output * decode_step_s(spec, machine, layout, 1, context)
+    return [*phases, (float(mean_output), 1)]
+
+
+def drain_s(
+    spec: ModelSpec, machine: MachineType, layout: Parallelism, batch: int, requests: float
+) -> float:
+    """Decode time of a full batch of `batch` sequences (or all `requests`, if fewer) once no
+    request queues: the batch drains as requests finish (burst_decode_s)."""
+    work = spec.workload
+    context = work.input_tokens + work.output_tokens // 2
+    return sum(
+        steps * decode_step_s(spec, machine, layout, size, context)
+        for steps, size in drain_phases(spec, batch, requests)
+    )
+
+
+def served_burst_s(
+    spec: ModelSpec,
+    machine: MachineType,
+    layout: Parallelism,
+    mem: MemoryBreakdown,
+    batch: int,
+    requests: float,
+) -> float:
+    """Time for one DP rank of a server to answer `requests` requests queued at once: the first
+    `batch` prompts fill the batch, the rest join it in mixed steps as sequences finish (each
+    computed again as often as the KV cache forces, `recomputed_prompt_tokens`), then the batch
+    drains."""
+    work = spec.workload
+    first = min(float(batch), requests)
+    per_rank_kv = mem.kv_capacity_tokens // layout.data
+    recomputed = recomputed_prompt_tokens(spec, per_rank_kv)
+    queued, _ = queued_phase_s(spec, machine, layout, batch, requests - first, recomputed)
+    # The first prompts fill whole steps of the token budget together.
+    prompt_s = prefill_compute_s(spec, layout, work.input_tokens, spec.max_num_batched_tokens)
+    return first * prompt_s + queued + drain_s(spec, machine, layout, batch, requests)
+
+
+def burst_itl_s(
+    spec: ModelSpec,
+    machine: MachineType,
+    layout: Parallelism,
+    mem: MemoryBreakdown,
+    batch: int,
+    requests: float,
+) -> float:
+    """Mean inter-token latency over a burst of `requests` requests queued at once on one DP
+    rank, over every token decoded: while requests queue, the mixed step of the queued phase
+    (queued_phase_s), which carries the prompts replacing finished sequences; then the decode
+    steps of the drain."""
+    work = spec.workload
+    context = work.input_tokens + work.output_tokens // 2
+    first = min(float(batch), requests)
+    per_rank_kv = mem.kv_capacity_tokens // layout.data
+    recomputed = recomputed_prompt_tokens(spec, per_rank_kv)
+    queued = requests - first
+    _, step = queued_phase_s(spec, machine, layout, batch, queued, recomputed)
+    seconds = queued * work.output_tokens * step
+    tokens = queued * work.output_tokens
+    for steps, size in drain_phases(spec, batch, requests):
+        seconds += steps * size * decode_step_s(spec, machine, layout, size, context)
+        tokens += steps * size
+    return seconds / tokens
 
 
 def estimates(
@@ -113,16 +185,16 @@ def estimates(
             requests_per_s=0.0, output_tokens_per_s=0.0,
         )  # fmt: skip
     if concurrency is not None:
-        return closed_loop(spec, machine, role, layout, batch, concurrency, prompt, transfer)
+        return closed_loop(spec, machine, role, layout, mem, batch, concurrency, prompt, transfer)
     step = decode_step_s(spec, machine, layout, batch, context)
     requests = burst_requests / layout.data
-    prefill_seconds = requests * prefill_compute_s(spec, layout, work.input_tokens)
-    decode_seconds = burst_decode_s(spec, machine, layout, batch, requests)
-    # A prefill-only replica pays no decode, a decode-only one no prefill.
+    prompt_s = prefill_compute_s(spec, layout, work.input_tokens, spec.max_num_batched_tokens)
+    # A prefill-only replica pays no decode, a decode-only one no prefill; a server computes
+    # the prompts that replace finished sequences in the steps that decode the others.
     seconds = {
-        "server": prefill_seconds + decode_seconds,
-        "prefill": prefill_seconds,
-        "decode": decode_seconds,
+        "server": served_burst_s(spec, machine, layout, mem, batch, requests),
+        "prefill": requests * prompt_s,
+        "decode": burst_decode_s(spec, machine, layout, batch, requests),
     }[role]
     requests_per_s = burst_requests / seconds
     return Estimates(
@@ -141,6 +213,7 @@ def closed_loop(
     machine: MachineType,
     role: str,
     layout: Parallelism,
+    mem: MemoryBreakdown,
     saturated: int,
     concurrency: int,
     prompt_s: float,
@@ -148,14 +221,23 @@ def closed_loop(
 ) -> Estimates:
     """A closed loop of `concurrency` clients on one replica, each sending its next request when
     its last is answered (`servestack bench --url --concurrency`): each DP rank decodes its
-    share of them at once (at most the batch its KV cache holds; beyond it requests queue, which
-    this does not add), a first token waits for the step of the others running, and each client
-    gets one answer per first token plus the decode of the rest of it."""
+    share of them at once, in steps that also compute the prompts of those replacing finished
+    ones (`loaded_step_s`) (at most the batch its KV cache holds; beyond it requests queue, which
+    this does not add, but the prompts admitted beyond it are evicted and computed again:
+    recomputed_prompt_tokens), a first token waits for the step of the others running, and each
+    client gets one answer per first token plus the decode of the rest of it."""
     work = spec.workload
     context = work.input_tokens + work.output_tokens // 2
-    batch = max(1, min(math.ceil(concurrency / layout.data), saturated))
+    clients = math.ceil(concurrency / layout.data)
+    batch = max(1, min(clients, saturated))
+    recomputed = recomputed_prompt_tokens(spec, mem.kv_capacity_tokens // layout.data, clients)
     ttft = ttft_s(spec, machine, layout, running=batch - 1) + transfer_s
-    step = decode_step_s(spec, machine, layout, batch, context)
+    # A server's clients send their next prompt as each answer ends; its prefill shares the
+    # others' decode steps. A decode-only replica receives KV caches, not prompts.
+    if role == "decode":
+        step = decode_step_s(spec, machine, layout, batch, context)
+    else:
+        step = loaded_step_s(spec, machine, layout, batch, context, recomputed)
     cycle = {
         "server": ttft + (work.output_tokens - 1) * step,
         "prefill": ttft,

@@ -2,7 +2,9 @@
 
 The efficiency constants in `serving.plan.fitted` were fitted on the `fit` rows; the `held` rows
 judge them. The acceptance bars for the held rows: at least 80% within ±25%, median |error| at most
-15%, and no class (dense decode, MoE decode, saturation, TTFT) below 60% within ±25%. The error
+15%, and no class (dense decode, MoE decode, saturation, TTFT) below 60% within ±25%; and for the
+regimes issue 32 named (calibration_score.REGIMES), at least 3 held rows each and 70% of them
+within ±25%, which four of the seven meet (the others are strict xfails that say why). The error
 bands the CLI publishes (`serving.plan.accuracy`, generated into `serving.plan.error_bands`) are
 recomputed here and must not drift.
 
@@ -16,6 +18,7 @@ import math
 import pytest
 from calibration_score import (
     CLASSES,
+    REGIMES,
     Scored,
     closed_loop_queue_s,
     measured_bands,
@@ -25,6 +28,7 @@ from calibration_score import (
     within,
 )
 from calibration_set import ROWS
+from calibration_set_regimes import REGIME_ROWS
 from calibration_sources import FRONTEND_RUNS
 
 from serving.plan.accuracy import ERROR_BANDS
@@ -59,6 +63,25 @@ def test_rows_schedule_as_their_published_runs_did(scored: list[Scored]) -> None
         assert s.row.spec().fast_paths.ray_v2_executor == published_async, s.row.label
 
 
+def test_the_regime_rows_are_split_by_their_rule() -> None:
+    """calibration_set_regimes fixed its split before the refit, by runs: a run's figures share a
+    part, a run calibration_set already holds keeps its part, and within each page the new runs
+    alternate fit, held, ..., the first fitted, in the order the page prints them."""
+    held_before = {(r.source, r.setup): r.part for r in ROWS if r not in REGIME_ROWS}
+    runs: dict[tuple[str, str], set[str]] = {}
+    new_runs: dict[str, list[str]] = {}
+    for row in REGIME_ROWS:
+        run = (row.source, row.setup)
+        if run in held_before:
+            assert row.part == held_before[run], row.label
+        elif run not in runs:
+            new_runs.setdefault(row.source, []).append(row.part)
+        runs.setdefault(run, set()).add(row.part)
+    assert all(len(parts) == 1 for parts in runs.values())
+    for page, parts in new_runs.items():
+        assert parts == [("fit", "held")[i % 2] for i in range(len(parts))], page
+
+
 def test_short_prompt_runs_time_the_servers_serial_work() -> None:
     """A short-prompt run gives the rows its duration per request as the server's serial work
     only if the GPU's share of it is small: the planner's GPU time for its prompts is under half
@@ -77,13 +100,53 @@ def test_held_back_rows_meet_the_acceptance_bars(scored: list[Scored]) -> None:
     Llama-3.3-70B at 500 in (TensorRT-LLM's frontend and FP8 prefill are faster than vLLM's:
     the same page's concurrency-1 runs put its floor at 13-20 ms and its prefill at 0.07-0.08 ms
     per token) and DeepSeek-R1 on 8xH200 (slower than planned in every regime: 19.4 ms per
-    token at concurrency 4 against about 10; no DeepSeek row is fitted)."""
+    token at concurrency 4 against about 14, its time to first token at concurrency 4 at -41%;
+    of its rows only the random 4K run is fitted)."""
     print("\n" + table(scored))
     held = [s for s in scored if s.row.part == "held"]
     assert _within(held) >= 0.8
     assert _median(held) <= 0.15
     for klass in CLASSES:
         assert _within([s for s in held if s.row.klass == klass]) >= 0.6, klass
+
+
+MET_REGIMES = ("saturated dense", "saturated MoE", "large MoE on A100", "ITL under concurrency")
+
+
+def _regime_held(scored: list[Scored], name: str) -> list[Scored]:
+    return [s for s in scored if s.row.part == "held" and REGIMES[name](s.row)]
+
+
+@pytest.mark.parametrize("name", MET_REGIMES)
+def test_each_regime_holds_on_its_held_rows(scored: list[Scored], name: str) -> None:
+    """At least 3 held rows, 70% of them within ±25% (regime_table prints them by GPU)."""
+    held = _regime_held(scored, name)
+    assert len(held) >= 3
+    assert _within(held) >= 0.7
+
+
+@pytest.mark.xfail(strict=True, reason="DeepSeek-R1 at TP8 on H200 runs slower than planned in "
+                   "every regime: decode at concurrency 4 and at saturation, TTFT, ShareGPT "
+                   "throughput (3 of 6 held rows within ±25%); MLA's layer cost is fitted at "
+                   "its bound and the rest is not explained")  # fmt: skip
+def test_mla_at_tp8_on_hopper_holds(scored: list[Scored]) -> None:
+    held = _regime_held(scored, "MLA at TP8 on Hopper")
+    assert len(held) >= 3 and _within(held) >= 0.7
+
+
+@pytest.mark.xfail(strict=True, reason="2 held rows only (NIM's Llama-3.3-70B at 500 tokens, "
+                   "+46%, and TensorRT-LLM's engine-level prefill); no new short-prompt "
+                   "concurrency-1 vLLM run was found with its setup published")  # fmt: skip
+def test_ttft_at_concurrency_1_holds(scored: list[Scored]) -> None:
+    held = _regime_held(scored, "TTFT at concurrency 1")
+    assert len(held) >= 3 and _within(held) >= 0.7
+
+
+@pytest.mark.xfail(strict=True, reason="no published DP+EP run across nodes with its setup "
+                   "stated is in the set yet")  # fmt: skip
+def test_dp_ep_across_nodes_holds(scored: list[Scored]) -> None:
+    held = _regime_held(scored, "DP+EP across nodes")
+    assert len(held) >= 3 and _within(held) >= 0.7
 
 
 def test_closed_loop_arrivals_wait_for_each_others_serial_work() -> None:
@@ -105,10 +168,11 @@ def test_closed_loop_arrivals_wait_for_each_others_serial_work() -> None:
 def test_fit_rows_stay_where_the_constants_were_fitted(scored: list[Scored]) -> None:
     """A change to the model that moves the fitted rows must come with a refit."""
     fit = [s for s in scored if s.row.part == "fit"]
-    # Per-request floors still disagree between the fit TTFT rows (Qwen3-8B at concurrency 1
-    # -25%, gpt-oss-120b +15% and +20%, NIM +21%): the least-squares optimum sits between them.
+    # Least squares on the log error spreads the misfit over the 52 fit rows, whose regimes
+    # (saturated KV-bound runs, large MoE models on A100s, saturated inter-token latency) pull
+    # the shared constants apart: the optimum puts 96% within ±25% at a median of 10.2%.
     assert _within(fit) >= 0.9
-    assert _median(fit) <= 0.10
+    assert _median(fit) <= 0.11
 
 
 def test_published_error_bands_are_what_the_held_rows_measure(scored: list[Scored]) -> None:

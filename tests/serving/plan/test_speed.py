@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from serving.catalog import ACCELERATORS, ARCHITECTURES
+from serving.plan import fitted
 from serving.plan.memory import weight_bytes, weight_bytes_per_gpu
 from serving.plan.placement import choose_machine
 from serving.plan.planner import plan, prefill_s
@@ -27,8 +28,10 @@ from serving.plan.speed import (
     decode_step_s,
     prefill_compute_s,
     prompt_lengths,
+    roofline,
     ttft_s,
 )
+from serving.plan.speed.roofline import expert_tile_efficiency
 from serving.spec.profile import ModelSpec
 
 TOKENS = 4096
@@ -38,6 +41,13 @@ H100 = ACCELERATORS["h100-80gb"]
 def spec(**fields: Any) -> ModelSpec:
     base: dict[str, Any] = {"name": "m", "source": "org/model", "max_model_len": 32768}
     return ModelSpec.model_validate(base | fields)
+
+
+@pytest.fixture
+def no_tile_padding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Experts' tiles full whatever the step (TestExpertTiles tests the padding): the prefill
+    of T and 2T tokens then differs only by the terms these tests read off."""
+    monkeypatch.setattr(roofline, "expert_tile_efficiency", lambda *args: 1.0)
 
 
 def coefficients(model: ModelSpec) -> tuple[float, float]:
@@ -62,6 +72,7 @@ class TestPrefillAttention:
         # the matmuls do run at FP8 peak, twice BF16's on H100
         assert coefficients(bf16)[0] / coefficients(fp8)[0] == pytest.approx(2, rel=0.01)
 
+    @pytest.mark.usefixtures("no_tile_padding")
     def test_mla_scores_over_192_wide_keys_and_weighs_128_wide_values(self) -> None:
         # DeepSeek-V3 on 8 H200s: 128 heads, keys 128 + 64 (RoPE) wide, values 128 wide, over
         # 61 layers: T^2 x 128 x (192 + 128) per layer.
@@ -71,6 +82,7 @@ class TestPrefillAttention:
         expected = 128 * (192 + 128) * 61 / (8 * h200.bf16_dense_flops * ATTENTION_MFU[9])
         assert coefficients(deepseek)[1] == pytest.approx(expected)
 
+    @pytest.mark.usefixtures("no_tile_padding")
     def test_mla_chunks_up_project_the_latents_of_the_chunks_before_them(self) -> None:
         # vLLM's MLA prefill attends to earlier chunks through their cached latents, which it
         # up-projects again through kv_b_proj (512 -> 128 heads x (128 + 128)) for each later
@@ -98,6 +110,7 @@ class TestPrefillAttention:
 
 
 class TestBlockFp8Experts:
+    @pytest.mark.usefixtures("no_tile_padding")
     def test_fp8_experts_gain_the_fused_moe_speedup_not_fp8_peak(self) -> None:
         # Qwen3-235B-A22B: 22B active, of which 8 of 128 experts' 227.2B parameters are routed.
         arch = ARCHITECTURES["qwen3-235b-a22b"]
@@ -141,10 +154,14 @@ class TestPromptSpread:
         assert lengths == [15, 48, 86, 132, 190, 268, 388, 705]
         assert sum(lengths) / len(lengths) == 229
 
-    def test_short_prompts_of_a_moe_read_fewer_experts(self) -> None:
+    def test_short_prompts_of_a_moe_read_fewer_experts(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         # gpt-oss-120b on one H100: a t-token prompt touches 1 - (1 - 4/128)^t of the experts,
         # 0.99930 of them at the mean 229 but 0.88476 on average over the eight lengths above
-        # (15 tokens touch 38%); every one of those prefills is bound by the expert read.
+        # (15 tokens touch 38%); with the experts' math at the dense matmuls' efficiency, every
+        # one of those prefills is bound by the expert read.
+        monkeypatch.setattr(fitted, "EXPERT_MFU_SHARE", 1.0)
         oss = spec(architecture="gpt-oss-120b", accelerator="h100-80gb",
                    workload={"input_tokens": 229, "output_tokens": 217})  # fmt: skip
         machine = choose_machine(oss, 1)
@@ -235,3 +252,42 @@ class TestBurst:
         # however long the queue, no faster than the full batch decodes
         estimates = plan(qwen, itl_target_s=math.inf).groups[0].estimates
         assert rates[-1] < estimates.decode_batch / estimates.itl_at_batch_s
+
+
+class TestExpertTiles:
+    """vLLM's fused-MoE kernel pads each expert's tokens to whole tiles of BLOCK_SIZE_M rows
+    (16, 32, 64, 128 for BF16 steps up to 32, 96, 512 tokens and beyond; 16 or 64 for block
+    FP8 around 64 tokens): on average the last tile is half empty, or an expert takes a whole
+    tile for the one token routed to it."""
+
+    def test_a100s_small_budget_pads_more_than_h100s(self) -> None:
+        # Qwen3-235B-A22B routes each token to 8 of 128 experts. A100's 2,048-token step gives
+        # each expert 128 tokens in tiles of 128 rows: 1.5 tiles, 2/3 full; H100's 8,192 give
+        # 512: 4.5 tiles, 512 / 576 full.
+        a100 = spec(architecture="qwen3-235b-a22b", accelerator="a100-80gb",
+                    parallelism={"tensor": 8})  # fmt: skip
+        assert expert_tile_efficiency(a100, a100.parallelism, 2048) == pytest.approx(2 / 3)
+        assert expert_tile_efficiency(a100, a100.parallelism, 8192) == pytest.approx(512 / 576)
+
+    def test_block_fp8_tiles_and_sparse_tokens(self) -> None:
+        # DeepSeek-V3 (block FP8, 8 of 256 experts): 8,192 tokens give 256 per expert in tiles of
+        # 64 rows, 4.5 tiles, 256 / 288 full. Four decoding tokens give 0.125 per expert: an
+        # expert is touched with probability 1 - e^-0.125 = 0.1175 and then takes a 16-row
+        # tile, 0.125 / (16 x 0.1175) = 6.6% full.
+        deepseek = spec(architecture="deepseek-v3", accelerator="h200-141gb",
+                        parallelism={"tensor": 8})  # fmt: skip
+        layout = deepseek.parallelism
+        assert expert_tile_efficiency(deepseek, layout, 8192) == pytest.approx(256 / 288)
+        sparse = 0.125 / (16 * (1 - math.exp(-0.125)))
+        assert expert_tile_efficiency(deepseek, layout, 4) == pytest.approx(sparse)
+
+    def test_expert_parallel_ranks_pool_their_tokens_and_dense_models_pad_nothing(self) -> None:
+        # With DP2 + EP the experts see both ranks' 1,024 tokens: 2,048, as one rank's above.
+        pooled = spec(architecture="qwen3-235b-a22b", accelerator="a100-80gb",
+                      parallelism={"tensor": 4, "data": 2, "expert": True})  # fmt: skip
+        assert expert_tile_efficiency(pooled, pooled.parallelism, 1024) == pytest.approx(2 / 3)
+        dense = spec(architecture="qwen3-32b", accelerator="h100-80gb")
+        assert expert_tile_efficiency(dense, dense.parallelism, 100) == 1.0
+        # MXFP4 experts run other kernels, with tiles of their own: not padded here
+        oss = spec(architecture="gpt-oss-120b", accelerator="h100-80gb")
+        assert expert_tile_efficiency(oss, oss.parallelism, 100) == 1.0
