@@ -15,6 +15,12 @@ def planner_error_table() -> str:
     return readme_error_table()
 
 
+def planner_regimes_table() -> str:
+    from calibration_score import readme_regime_table
+
+    return readme_regime_table()
+
+
 def autoscaling_table() -> str:
     from serving.compile.autoscaling import knobs_table
     from serving.spec.loading import load_profile
@@ -65,6 +71,7 @@ def chain_costs_table() -> str:
 
 REGIONS: dict[str, Maker] = {
     "planner-error": anywhere(planner_error_table),
+    "planner-regimes": anywhere(planner_regimes_table),
     "autoscaling": anywhere(autoscaling_table),
     "chain-costs": anywhere(chain_costs_table),
 }
