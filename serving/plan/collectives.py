@@ -46,14 +46,39 @@ def alltoall_bytes_per_rank(spec: ModelSpec, layout: Parallelism, tokens_per_ran
     return (ep - 1) / ep * message
 
 
+# Share of a GPU's NIC that expert-parallel all-to-alls reach across nodes: DeepEP's internode
+# kernels move 43-46 GB/s per H800 over a CX7 InfiniBand 400 Gb/s NIC (about 50 GB/s), its
+# low-latency decode kernels 39-46 GB/s (github.com/deepseek-ai/DeepEP, README, "Performance").
+# The lower end, 43 of 50. Published only for RDMA; taken for GPUDirect-TCPX(O) too, unmeasured.
+CROSS_NODE_ALLTOALL_EFFICIENCY = 43 / 50
+
+
 def alltoall_s(
     spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens_per_rank: int
 ) -> float:
-    """Expert parallelism dispatches and combines each token's hidden state per MoE layer."""
-    if layout.expert_parallel_size == 1:
+    """Expert parallelism dispatches and combines each token's hidden state per MoE layer.
+    Within a node every copy crosses NVLink. Across nodes (wide EP) a rank's copies split by
+    where their experts sit: (EP - gpus per node) / EP of them leave the node through this
+    GPU's share of the node's GPU NICs, at CROSS_NODE_ALLTOALL_EFFICIENCY, while (gpus per
+    node - 1) / EP stay on NVLink at the same time; the slower of the two paces the step."""
+    ep = layout.expert_parallel_size
+    if ep == 1:
         return 0.0
-    bandwidth = _link_bandwidth(spec, machine, layout.expert_parallel_size)
-    one = ALLTOALL_LATENCY_S + alltoall_bytes_per_rank(spec, layout, tokens_per_rank) / bandwidth
+    if ep <= machine.gpus_per_node:
+        bandwidth = spec.gpu.nvlink_bandwidth_bytes_per_s
+        one = (
+            ALLTOALL_LATENCY_S + alltoall_bytes_per_rank(spec, layout, tokens_per_rank) / bandwidth
+        )
+    else:
+        copies = alltoall_bytes_per_rank(spec, layout, tokens_per_rank) * ep / (ep - 1)
+        nic = (
+            machine.network_bandwidth_bytes_per_s
+            / machine.gpus_per_node
+            * CROSS_NODE_ALLTOALL_EFFICIENCY
+        )
+        remote_s = copies * (ep - machine.gpus_per_node) / ep / nic
+        local_s = copies * (machine.gpus_per_node - 1) / ep / spec.gpu.nvlink_bandwidth_bytes_per_s
+        one = ALLTOALL_LATENCY_S + max(remote_s, local_s)
     return 2 * spec.architecture.num_layers * one
 
 

@@ -51,6 +51,26 @@ class TestAllToAll:
         expected = 2 * 48 * (ALLTOALL_LATENCY_S + 1_835_008 / 450e9)
         assert alltoall_s(qwen, machine, layout, 64) == pytest.approx(expected)
 
+    def test_wide_ep_sends_the_other_nodes_share_through_the_gpu_nics(self) -> None:
+        # DeepSeek-V3 at DP16 + EP over two a3-ultragpu-8g nodes: a rank's 128 tokens make
+        # 128 x 8 x 7,168 x 2 = 14,680,064 bytes of copies; 8 of 16 ranks sit on the other node,
+        # so 7,340,032 bytes leave through this GPU's 400 Gb/s NIC (3,200 / 8) at DeepEP's
+        # 43 of its 50 GB/s: 170.7 us; the 7 of 16 on its own node take 6,422,528 / 450e9 =
+        # 14.3 us of NVLink meanwhile. The slower paces it: (40 + 170.7) us, twice, 61 layers.
+        deepseek = spec(architecture="deepseek-v3", accelerator="h200-141gb",
+                        machine_type="a3-ultragpu-8g",
+                        parallelism={"tensor": 1, "data": 16, "expert": True})  # fmt: skip
+        machine = MACHINE_TYPES["a3-ultragpu-8g"]
+        remote_s = 7_340_032 / (3200e9 / 8 / 8 * 43 / 50)
+        assert remote_s == pytest.approx(170.7e-6, rel=1e-3)
+        expected = 2 * 61 * (ALLTOALL_LATENCY_S + remote_s)
+        assert alltoall_s(deepseek, machine, deepseek.parallelism, 128) == pytest.approx(expected)
+        # A3 Mega's GPUDirect-TCPXO gives each GPU half of that NIC: the remote share takes twice
+        mega = MACHINE_TYPES["a3-megagpu-8g"]
+        h100 = deepseek.model_copy(update={"accelerator": "h100-80gb"})
+        slower = 2 * 61 * (ALLTOALL_LATENCY_S + 2 * remote_s)
+        assert alltoall_s(h100, mega, deepseek.parallelism, 128) == pytest.approx(slower)
+
     def test_more_data_ranks_do_not_grow_a_ranks_message(self) -> None:
         qwen = spec(architecture="qwen3-30b-a3b", machine_type="a3-highgpu-8g")
         dp2 = Parallelism(tensor=1, data=2, expert=True)
