@@ -57,7 +57,7 @@ CONSTANTS: dict[str, Constant] = {
         "Fraction of peak HBM bandwidth reached streaming expert weights through grouped GEMMs."),
     "ATTENTION_HBM_EFFICIENCY": Constant(0.5, 0.85,
         "Fraction of peak HBM bandwidth reached reading paged KV cache in the decode attention "
-        "kernel, a streaming read of pages. At its lower bound of 0.5: what sequences cost "
+        "kernel, a streaming read of pages. At or near its lower bound of 0.5: what sequences cost "
         "beyond their bytes is per-sequence work, PER_SEQUENCE_STEP_S, not a slower stream; far "
         "below half the bandwidth a fit would be folding a per-sequence cost into a bandwidth and "
         "mispricing long contexts."),

@@ -28,7 +28,7 @@ from calibration_score import (
     within,
 )
 from calibration_set import ROWS
-from calibration_set_regimes import REGIME_ROWS
+from calibration_set_regimes import MEAN_TPOT_MS, REGIME_ROWS
 from calibration_sources import FRONTEND_RUNS
 
 from serving.plan.accuracy import ERROR_BANDS
@@ -64,22 +64,19 @@ def test_rows_schedule_as_their_published_runs_did(scored: list[Scored]) -> None
 
 
 def test_the_regime_rows_are_split_by_their_rule() -> None:
-    """calibration_set_regimes fixed its split before the refit, by runs: a run's figures share a
-    part, a run calibration_set already holds keeps its part, and within each page the new runs
-    alternate fit, held, ..., the first fitted, in the order the page prints them."""
-    held_before = {(r.source, r.setup): r.part for r in ROWS if r not in REGIME_ROWS}
-    runs: dict[tuple[str, str], set[str]] = {}
-    new_runs: dict[str, list[str]] = {}
+    """calibration_set_regimes fixed its split before the refit, by runs: within each page the
+    new runs alternate fit, held, ..., the first fitted, in the order the page prints them; a
+    run's mean TPOT takes the part of its throughput row."""
+    parts: dict[str, list[str]] = {}
     for row in REGIME_ROWS:
-        run = (row.source, row.setup)
-        if run in held_before:
-            assert row.part == held_before[run], row.label
-        elif run not in runs:
-            new_runs.setdefault(row.source, []).append(row.part)
-        runs.setdefault(run, set()).add(row.part)
-    assert all(len(parts) == 1 for parts in runs.values())
-    for page, parts in new_runs.items():
-        assert parts == [("fit", "held")[i % 2] for i in range(len(parts))], page
+        parts.setdefault(row.source, []).append(row.part)
+    for page, page_parts in parts.items():
+        assert page_parts == [("fit", "held")[i % 2] for i in range(len(page_parts))], page
+    throughput = {(r.source, r.setup): r.part for r in ROWS if r.metric == "total_tps"}
+    tpot = [r for r in ROWS if r.metric == "burst_tpot"]
+    assert len(tpot) == len(MEAN_TPOT_MS)
+    for row in tpot:
+        assert row.part == throughput[(row.source, row.setup)], row.label
 
 
 def test_short_prompt_runs_time_the_servers_serial_work() -> None:
