@@ -30,7 +30,14 @@ BUCKET_IAM_TYPES = (
 
 
 def _serves_adapters(deployment: Deployment) -> bool:
-    return bool(deployment.config.get("lora_config"))
+    """Ray's loader (`lora_config`, off direct streaming) or vLLM's static adapters
+    (`lora_modules`, under it) or vLLM's LoRA switch: serving.compile.lora says which is where."""
+    engine = deployment.engine
+    return bool(
+        deployment.config.get("lora_config")
+        or engine.get("lora_modules")
+        or engine.get("enable_lora") is True
+    )
 
 
 def _pods_env(view: RayServiceView) -> list[dict[str, str | None]]:
@@ -73,7 +80,10 @@ def _rank(
             continue
         engine = deployment.engine
         if engine.get("enable_lora") is not True:
-            yield f"{view.name} ({deployment.role}): lora_config is set, vLLM's enable_lora is not"
+            yield (
+                f"{view.name} ({deployment.role}): it serves LoRA adapters (lora_config or "
+                "lora_modules), but vLLM's enable_lora is not set"
+            )
             continue
         ceiling = engine.get("max_lora_rank", VLLM_DEFAULT_MAX_LORA_RANK)
         for adapter in _adapters(view):

@@ -1,41 +1,59 @@
-"""A profile's LoRA adapters in the LLMConfig: Ray Serve LLM 2.56.1's `lora_config` and vLLM
-0.22's LoRA engine arguments.
+"""A profile's LoRA adapters in the LLMConfig: vLLM 0.22's LoRA engine arguments, and how the
+adapters reach the engine, which depends on the request path Ray Serve LLM 2.56.1 takes.
 
-- `lora_config.dynamic_lora_loading_path` is the one gs:// folder the spec checked every adapter
-  is a subfolder of, named after it (`serving.spec.lora`): Ray loads `<base>:<adapter>` from
-  `<path>/<adapter>` (`ray/llm/_internal/serve/utils/lora_serve_utils.py:67-83`), and
-  `/v1/models` lists the base and every subfolder holding an `adapter_config.json`
-  (`ray/llm/_internal/serve/core/ingress/ingress.py:406-451`). So every adapter of the profile is
-  listed, and so is any other subfolder put there: the folder should hold the profile's adapters
-  only.
-- `max_num_adapters_per_replica` is Serve's multiplexing bound, the adapters a replica keeps
-  loaded and reports holding (`llm_config.py:560-570`, `ray/serve/multiplex.py`); it is vLLM's
-  `max_cpu_loras`, the adapters a worker keeps in CPU memory, so both evict together.
-- vLLM: `enable_lora`, `max_loras` (adapters mixed in one step, each with a GPU slot),
-  `max_lora_rank` and `max_cpu_loras` (`vllm/engine/arg_utils.py:581-591`). Ray passes them
-  through as engine arguments (`ray/llm/_internal/serve/engines/vllm/vllm_models.py:182-225`); its
-  own config generator sets the same three (`config_generator/generator.py:98-112`).
+Under direct streaming (servestack's default) a request goes from HAProxy straight to vLLM's own
+OpenAI app on the chosen replica (`ray/serve/_private/haproxy_templates.py:107-137`,
+`ray/llm/_internal/serve/core/server/llm_server.py:200-222`; the app is
+`VLLMEngine.build_asgi_app`, `engines/vllm/vllm_engine.py:270-284`, vLLM's `build_app` and
+`init_app_state`). Ray's adapter loader runs only on the handle path (`llm_server.py:305-312,
+350`), which that request never takes: vLLM knows an adapter only from its static
+`lora_modules` (`vllm/entrypoints/openai/models/serving.py:117-132`), serves those and lists them
+in /v1/models (`serving.py:142-157`), and answers 404 to any other model id. Measured on the CPU
+build (issue 33): with Ray's `lora_config` alone every `base:adapter` got vLLM's 404; with
+`lora_modules` both adapters answered and were listed. So there the compiler emits:
 
-Not settled by reading alone (the real-engine run of issue 33 decides): under direct streaming a
-POST goes from HAProxy straight to the replica's vLLM app (`ray/serve/_private/
-haproxy_templates.py:107-137`, `llm_server.py:200-222`), which `VLLMEngine.build_asgi_app`
-builds with its own `init_app_state` (`engines/vllm/vllm_engine.py:270-284`). Ray's adapter
-loading runs only on the handle path (`llm_server.py:305-312,350`), into another
-`OpenAIServingModels`; vLLM's app knows an adapter only from its static `lora_modules` or a
-runtime resolver (`vllm/entrypoints/openai/engine/serving.py:218-246`), and its `/v1/models`
-lists only those (`vllm/entrypoints/openai/models/serving.py:142-157`).
+- `lora_modules`, one per adapter, named `<model>:<adapter>` (the id a client sends,
+  `serving.spec.lora.adapter_model_id`), read from the adapter's folder on the GCS FUSE mount of
+  the weights bucket (`serving.compile.weights`; the spec keeps every adapter in that bucket,
+  which each worker pod mounts whole and read-only). Ray passes the list through: `lora_modules`
+  is a field of vLLM's FrontendArgs (`engines/vllm/vllm_models.py:195-212` splits engine kwargs
+  by those fields) and `_dict_to_namespace` (`vllm_engine.py:119-126,334`) makes each entry the
+  attributes `init_static_loras` reads, so each entry carries every field of vLLM's
+  `LoRAModulePath` (name, path, base_model_name, is_3d_lora_weight). vLLM loads each at start
+  and a replica fails to start on one it cannot read (`init_static_loras` raises): a missing
+  adapter is found at rollout, not by a client. The adapters are fixed at deploy time.
+- no `lora_config`: with `dynamic_lora_loading_path` set, every replica lists that folder as its
+  engine starts, synchronously (`llm_server.py:276` -> `observability/usage_telemetry/usage.py:
+  299` -> `lora_utils.py:205`); an unreadable path hangs the replica for ever (measured: 8
+  minutes, never ready), and nothing under direct streaming would use what it found.
+
+Off direct streaming, Serve's ingress names the adapter as the multiplexed model id
+(`core/ingress/ingress.py:285-325`) and Ray's loader serves it from `lora_config`: the one gs://
+folder every adapter is a subfolder of, named after it (`serving.spec.lora`). Ray loads
+`<base>:<adapter>` from `<path>/<adapter>` (`serve/utils/lora_serve_utils.py:67-83`) and
+`/v1/models` lists the base and every subfolder holding an `adapter_config.json`
+(`ingress.py:406-451`): the folder should hold the profile's adapters only.
+`max_num_adapters_per_replica` is Serve's multiplexing bound (`llm_config.py:560-570`,
+`ray/serve/multiplex.py`), set to vLLM's `max_cpu_loras` so both evict together.
+
+vLLM's `enable_lora`, `max_loras` (adapters mixed in one step, each with a GPU slot),
+`max_lora_rank` and `max_cpu_loras` (`vllm/engine/arg_utils.py:581-591`) go in on both paths
+(Ray's own config generator sets the same, `config_generator/generator.py:98-112`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from serving.compile.weights import mounted_path
+from serving.spec.lora import adapter_model_id
 from serving.spec.profile import ModelSpec
 
 
 def lora_config(spec: ModelSpec) -> dict[str, Any] | None:
-    """Ray's `LLMConfig.lora_config` for the profile's adapters; None without adapters."""
-    if spec.lora is None:
+    """Ray's `LLMConfig.lora_config` for the profile's adapters: off direct streaming only
+    (the module says why); None without adapters."""
+    if spec.lora is None or spec.fast_paths.direct_streaming:
         return None
     return {
         "dynamic_lora_loading_path": spec.lora.loading_path,
@@ -43,13 +61,33 @@ def lora_config(spec: ModelSpec) -> dict[str, Any] | None:
     }
 
 
+def lora_modules(spec: ModelSpec) -> list[dict[str, Any]]:
+    """vLLM's static `lora_modules`, one per adapter, each with every field of its
+    `LoRAModulePath`; none without adapters."""
+    if spec.lora is None:
+        return []
+    return [
+        {
+            "name": adapter_model_id(spec.name, adapter.name),
+            "path": mounted_path(adapter.source),
+            "base_model_name": spec.name,
+            "is_3d_lora_weight": False,
+        }
+        for adapter in spec.lora.adapters
+    ]
+
+
 def lora_engine_kwargs(spec: ModelSpec) -> dict[str, Any]:
-    """vLLM's LoRA engine arguments; none without adapters."""
+    """vLLM's LoRA engine arguments, with the static adapters under direct streaming; none
+    without adapters."""
     if spec.lora is None:
         return {}
-    return {
+    kwargs: dict[str, Any] = {
         "enable_lora": True,
         "max_loras": spec.lora.max_loras,
         "max_lora_rank": spec.lora.max_lora_rank,
         "max_cpu_loras": spec.lora.cpu_loras,
     }
+    if spec.fast_paths.direct_streaming:
+        kwargs["lora_modules"] = lora_modules(spec)
+    return kwargs

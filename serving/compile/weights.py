@@ -18,10 +18,14 @@ def gcs_weights(spec: ModelSpec) -> tuple[str, str] | None:
     return bucket, prefix.strip("/")
 
 
+def mounted_path(gcs_path: str) -> str:
+    """Where a gs:// object or folder is in a worker pod whose bucket GCS FUSE mounts (whole,
+    under MODEL_MOUNT_ROOT/<bucket>)."""
+    return f"{MODEL_MOUNT_ROOT}/{gcs_path.removeprefix(GCS_SCHEME).strip('/')}"
+
+
 def model_source(spec: ModelSpec) -> str:
     """What vLLM loads: the Hugging Face repo, or the weights' path under the GCS FUSE mount."""
-    weights = gcs_weights(spec)
-    if weights is None:
+    if not spec.weights_on_gcs:
         return spec.source
-    bucket, prefix = weights
-    return f"{MODEL_MOUNT_ROOT}/{bucket}/{prefix}".rstrip("/")
+    return mounted_path(spec.source)
