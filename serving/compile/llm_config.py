@@ -12,7 +12,7 @@ from typing import Any
 
 from serving.compile.autoscaling import derive
 from serving.compile.engine import engine_kwargs
-from serving.compile.lora import lora_config
+from serving.compile.lora import lora_config, lora_router_kwargs
 from serving.compile.routers import RAY_DEFAULT_ROUTER_CLASS, ROUTER_CLASSES, ROUTERS
 from serving.compile.weights import model_source
 from serving.plan.planner import GroupPlan
@@ -65,8 +65,9 @@ def deployment_config(
         router_class = RAY_DEFAULT_ROUTER_CLASS
     if router_class is not None:
         config["request_router_config"] = {"request_router_class": router_class}
-        if spec.router.affinity_kwargs():
-            config["request_router_config"]["request_router_kwargs"] = spec.router.affinity_kwargs()
+        router_kwargs = spec.router.affinity_kwargs() | lora_router_kwargs(spec)
+        if router_kwargs:
+            config["request_router_config"]["request_router_kwargs"] = router_kwargs
         period = ROUTERS[spec.router.kind].stats_period_s
         if period is not None:
             config["request_router_config"]["request_routing_stats_period_s"] = period

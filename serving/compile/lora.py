@@ -36,6 +36,12 @@ folder every adapter is a subfolder of, named after it (`serving.spec.lora`). Ra
 `max_num_adapters_per_replica` is Serve's multiplexing bound (`llm_config.py:560-570`,
 `ray/serve/multiplex.py`), set to vLLM's `max_cpu_loras` so both evict together.
 
+servestack's adapter-aware routers (`serving.router.adapters`) are told, in their
+`request_router_kwargs`, how many adapters a replica's engine keeps (`adapters_per_replica`,
+vLLM's `max_cpu_loras`: past it the engine evicts the least recently used, and so does the
+router's picture of it) and the profile's adapter names (`adapters`, the only labels the
+router's per-adapter metric takes; any other name is counted as 'other').
+
 vLLM's `enable_lora`, `max_loras` (adapters mixed in one step, each with a GPU slot),
 `max_lora_rank` and `max_cpu_loras` (`vllm/engine/arg_utils.py:581-591`) go in on both paths
 (Ray's own config generator sets the same, `config_generator/generator.py:98-112`).
@@ -47,6 +53,7 @@ from typing import Any
 
 from serving.compile.weights import mounted_path
 from serving.spec.lora import adapter_model_id
+from serving.spec.parts import ADAPTER_AWARE_ROUTERS
 from serving.spec.profile import ModelSpec
 
 
@@ -91,3 +98,14 @@ def lora_engine_kwargs(spec: ModelSpec) -> dict[str, Any]:
     if spec.fast_paths.direct_streaming:
         kwargs["lora_modules"] = lora_modules(spec)
     return kwargs
+
+
+def lora_router_kwargs(spec: ModelSpec) -> dict[str, Any]:
+    """What an adapter-aware router's `initialize_state` takes about the adapters; none for
+    other routers (Ray's would refuse the arguments) or without adapters."""
+    if spec.lora is None or spec.router.kind not in ADAPTER_AWARE_ROUTERS:
+        return {}
+    return {
+        "adapters_per_replica": spec.lora.cpu_loras,
+        "adapters": [adapter.name for adapter in spec.lora.adapters],
+    }

@@ -10,6 +10,8 @@ replica is vLLM's max_cpu_loras. A profile without adapters compiles as before."
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import inspect
 import json
 from pathlib import Path
 from typing import Any, get_args
@@ -20,20 +22,32 @@ from compiled_support import compile_spec, llama_8b, model_objects_of
 from ray.llm._internal.common.utils.lora_utils import get_base_model_id, get_lora_id
 from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 from ray.llm._internal.serve.engines.vllm.vllm_models import VLLMEngineConfig
+from ray.serve.config import RequestRouterConfig
 from repo import REPO
 from vllm.config.lora import LoRAConfig, MaxLoRARanks
 from vllm.entrypoints.openai.cli_args import FrontendArgs
 from vllm.entrypoints.openai.models.protocol import LoRAModulePath
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+from serving.compile.routers import ROUTERS
+from serving.router.adapters import OTHER_ADAPTER
 from serving.spec.loading import load_profile
 from serving.spec.lora import MAX_LORA_RANKS, Lora, adapter_model_id
+from serving.spec.parts import ADAPTER_AWARE_ROUTERS
 from serving.spec.profile import ModelSpec
+
+
+def load(class_path: str) -> Any:
+    module, _, name = class_path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
 
 EXAMPLE = REPO / "stacks" / "models" / "llama-3.1-8b-lora.yaml"
 
 
-def adapters_spec(*, direct_streaming: bool = True, **settings: Any) -> ModelSpec:
+def adapters_spec(
+    *, direct_streaming: bool = True, router: str = "servestack_prefix_affinity", **settings: Any
+) -> ModelSpec:
     lora = {
         "adapters": [
             {"name": "sql", "source": "gs://team/adapters/sql", "rank": 16},
@@ -46,7 +60,7 @@ def adapters_spec(*, direct_streaming: bool = True, **settings: Any) -> ModelSpe
         lora=lora,
         fast_paths={"direct_streaming": direct_streaming},
         # Ray's own routers cannot see an adapter under direct streaming (lora-routing).
-        router="servestack_prefix_affinity",
+        router=router,
     )
 
 
@@ -105,6 +119,46 @@ class TestDirectStreaming:
             bucket = volumes[mount["name"]]["csi"]["volumeAttributes"]["bucketName"]
             inside = module["path"].removeprefix(mount["mountPath"] + "/")
             assert f"gs://{bucket}/{inside}" == adapter.source
+
+
+class TestRouterKwargs:
+    """servestack's routers are told the engine's adapter cache and the profile's adapters."""
+
+    @pytest.mark.parametrize("kind", sorted(ADAPTER_AWARE_ROUTERS))
+    def test_an_adapter_aware_router_takes_the_cache_size_and_the_adapters(self, kind: str) -> None:
+        spec = adapters_spec(router=kind, max_loras=2, max_cpu_loras=6)
+        assert spec.lora is not None
+        deployment = compile_spec(spec).llm_config()["deployment_config"]
+        config = RequestRouterConfig(**deployment["request_router_config"])
+        kwargs = config.request_router_kwargs
+        router_class = load(ROUTERS[spec.router.kind].class_path or "")
+        # Named parameters of an initialize_state in the router's classes, not swallowed by a
+        # `**_`: a misspelt one would be.
+        named = {
+            name
+            for cls in router_class.__mro__
+            if "initialize_state" in vars(cls)
+            for name in inspect.signature(vars(cls)["initialize_state"]).parameters
+        }
+        assert {"adapters_per_replica", "adapters"} <= set(kwargs) <= named
+        router = router_class.__new__(router_class)
+        router.initialize_state(**kwargs)
+        assert router._adapters.per_replica == spec.lora.cpu_loras == 6
+        for adapter in spec.lora.adapters:
+            assert router._adapter_labels.label(adapter.name) == adapter.name
+        assert router._adapter_labels.label("not-in-the-profile") == OTHER_ADAPTER
+
+    def test_rays_router_is_given_no_adapter_arguments(self) -> None:
+        spec = adapters_spec(direct_streaming=False, router="prefix_affinity")
+        deployment = compile_spec(spec).llm_config()["deployment_config"]
+        kwargs = deployment["request_router_config"].get("request_router_kwargs", {})
+        assert not {"adapters_per_replica", "adapters"} & set(kwargs)
+
+    def test_a_profile_without_adapters_gives_its_router_none(self) -> None:
+        deployment = compile_spec(llama_8b(router="servestack_prefix_affinity")).llm_config()[
+            "deployment_config"
+        ]
+        assert "request_router_kwargs" not in deployment["request_router_config"]
 
 
 def test_off_direct_streaming_ray_takes_the_lora_config_and_multiplexes_adapters() -> None:
