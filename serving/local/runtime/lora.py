@@ -1,30 +1,15 @@
 """A profile's LoRA adapters, served by vLLM's CPU build in a local run: tiny adapters of the same
-names and ranks (`serving.local.engine.tiny_adapters`) on the tiny model, as vLLM's static
-`lora_modules`, named `base:adapter` as Ray Serve LLM names them.
+names and ranks (`serving.local.engine.tiny_adapters`) on the tiny model, in place of the
+profile's own.
 
-Why static modules and not Ray's `lora_config` alone: under direct streaming (Ray 2.56.1) a
-request goes from HAProxy straight to vLLM's own OpenAI app on the chosen replica
-(`LLMServer.__serve_build_asgi_app__` -> `VLLMEngine.build_asgi_app`, vLLM's `build_app`), and
-Ray's LoRA loader runs only in `LLMServer._run_request` (`_maybe_resolve_lora_from_multiplex`),
-which that path never calls. vLLM then serves a model name it knows (the base, or a LoRA it has
-registered: `OpenAIServing._check_model`) and answers 404 to any other. Ray passes
-`lora_modules` through (a FrontendArgs field: `VLLMEngineConfig` splits engine_kwargs by
-dataclass fields; `_dict_to_namespace` makes each entry the attributes
-`OpenAIServingModels.init_static_loras` reads), so vLLM registers each adapter at start, lists
-it in /v1/models, and loads its weights into its LoRA slots (`max_loras`, `max_cpu_loras`,
-least recently used out) when a request names it.
-
-Ray's `lora_config` itself is left out of a local run: its `dynamic_lora_loading_path` is cloud
-storage, and every replica lists that folder as its engine starts, even under direct streaming
-(`LLMServer._start_engine` -> `push_telemetry_report_for_all_models` -> `get_lora_model_ids`, on
-the replica's event loop, ray/llm/_internal/serve/observability/usage_telemetry/usage.py).
-Measured here: against a bucket the machine cannot reach, the replica never became ready (8
-minutes, pyarrow's GCS client retrying).
-
-The interface this reads from the profile (issue 33's `lora:` section, another module's): the
-spec's `lora` is None or has `adapters`, each with `name` and `rank`; the compiled LLMConfig's
-engine arguments carry vLLM's `enable_lora`, `max_lora_rank`, `max_loras`, `max_cpu_loras`.
-Where those are missing, `lora_engine_kwargs` gives the engine what the adapters need.
+Under direct streaming the compiler already serves the adapters as vLLM's static `lora_modules`,
+named `base:adapter` and read from the weights bucket's mount in a worker pod
+(`serving.compile.lora` says why Ray's loader cannot serve them there): a local run keeps each
+compiled module, its name included, and points its path at the tiny adapter of that name. A run
+asked to serve adapters its profile does not name (`local_serve(adapters=...)`) gets modules of
+the same form. Ray's `lora_config`, which the compiler emits only off direct streaming, is left
+out: every replica lists its cloud folder as its engine starts, and a local run cannot reach it
+(measured: against an unreachable bucket the replica never became ready in 8 minutes).
 """
 
 from __future__ import annotations
@@ -35,6 +20,7 @@ from typing import Any
 
 from serving.local.engine.tiny_adapters import tiny_adapter
 from serving.local.engine.tiny_models import Family
+from serving.spec.lora import adapter_model_id
 
 # vLLM 0.22's accepted max_lora_rank values (vllm/config/lora.py MaxLoRARanks).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -104,12 +90,19 @@ def serve_adapters(
     kwargs = config.setdefault("engine_kwargs", {})
     for key, value in lora_engine_kwargs(adapters).items():
         kwargs.setdefault(key, value)
-    kwargs["lora_modules"] = [
-        {
-            "name": f"{model_id}:{adapter.name}",
-            "path": str(tiny_adapter(family, adapter.name, adapter.rank)),
-            "base_model_name": model_id,
-            "is_3d_lora_weight": False,
-        }
-        for adapter in adapters
+    by_id = {adapter_model_id(model_id, adapter.name): adapter for adapter in adapters}
+    compiled = kwargs.get("lora_modules") or [
+        {"name": served, "base_model_name": model_id, "is_3d_lora_weight": False}
+        for served in by_id
     ]
+    served = [module["name"] for module in compiled]
+    if sorted(served) != sorted(by_id):
+        raise LocalLoraError(
+            f"the compiled application serves the adapters {served}, the local run was asked "
+            f"for {sorted(by_id)}: serve the profile's own adapters (no adapters argument)"
+        )
+    modules = []
+    for module in compiled:
+        adapter = by_id[module["name"]]
+        modules.append(module | {"path": str(tiny_adapter(family, adapter.name, adapter.rank))})
+    kwargs["lora_modules"] = modules

@@ -19,6 +19,7 @@ from serving.spec.loading import load_profile
 from serving.spec.profile import ModelSpec
 
 LLAMA = REPO / "stacks/models/llama-3.1-8b.yaml"
+LORA = REPO / "stacks/models/llama-3.1-8b-lora.yaml"
 ADAPTERS = (LocalAdapter("support", 8), LocalAdapter("legal", 12))
 
 
@@ -55,6 +56,34 @@ def test_each_adapter_is_a_static_module_named_base_colon_adapter(
     assert made == [("llama", "support", 8), ("llama", "legal", 12)]
     # rank 12 needs vLLM's next allowed maximum, 16; one slot per adapter
     assert (kwargs["enable_lora"], kwargs["max_lora_rank"], kwargs["max_loras"]) == (True, 16, 2)
+
+
+def test_a_lora_profiles_compiled_modules_read_tiny_adapters_of_their_names(
+    made: list[tuple[str, str, int]], tmp_path: Path
+) -> None:
+    """What the cluster would serve, names and LoRA settings as compiled; only each module's
+    path (the weights bucket's mount) points at the tiny adapter of that name and rank."""
+    spec = load_profile(LORA)
+    assert spec.lora is not None
+    compiled = compile_spec(spec)
+    (cluster,) = [c for _, c in llm_configs_of(compiled.application["args"])]
+    (local,) = [c for _, c in llm_configs_of(local_application(compiled, "vllm", tmp_path)["args"])]
+    ours, theirs = local["engine_kwargs"], cluster["engine_kwargs"]
+    assert len(ours["lora_modules"]) == len(theirs["lora_modules"]) == len(spec.lora.adapters)
+    for module, compiled_module, adapter in zip(
+        ours["lora_modules"], theirs["lora_modules"], spec.lora.adapters, strict=True
+    ):
+        assert module == compiled_module | {"path": str(tmp_path / adapter.name)}
+    assert made == [("llama", a.name, a.rank) for a in spec.lora.adapters]
+    for key in ("enable_lora", "max_loras", "max_lora_rank", "max_cpu_loras"):
+        assert ours[key] == theirs[key], key
+
+
+def test_adapters_other_than_the_compiled_ones_are_refused(
+    made: list[tuple[str, str, int]], tmp_path: Path
+) -> None:
+    with pytest.raises(LocalLoraError, match="the compiled application serves the adapters"):
+        local_application(compile_spec(load_profile(LORA)), "vllm", tmp_path, ADAPTERS)
 
 
 def test_rays_lora_config_stays_out_of_a_local_run(
