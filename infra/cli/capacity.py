@@ -222,7 +222,7 @@ def capacity_command(
             " ".join(["servestack", *sys.argv[1:]]), quiet=as_json,
         )  # fmt: skip
     except VariantStartError as exc:
-        errors.print(f"error: {exc}", highlight=False)
+        errors.print(f"error: {exc}", highlight=False, markup=False)
         raise typer.Exit(1) from None
     if as_json:
         print(json.dumps(document, indent=2))

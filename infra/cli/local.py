@@ -83,7 +83,7 @@ def serve_command(
             spec, settings, engine=chosen, port=port, on_ready=ready, on_state=shown.state
         )
     except runtime.LocalServeError as exc:
-        errors.print(f"error: {exc}", highlight=False)
+        errors.print(f"error: {exc}", highlight=False, markup=False)
         raise typer.Exit(1) from None
     finally:
         shown.close()
@@ -239,7 +239,7 @@ def bench_command(
             command=" ".join(["servestack", *sys.argv[1:]]),
         )  # fmt: skip
     except bench_run.BenchStartError as exc:
-        errors.print(f"error: {exc}", highlight=False)
+        errors.print(f"error: {exc}", highlight=False, markup=False)
         raise typer.Exit(1) from None
     if as_json:
         print(json.dumps(outcome.document, indent=2))

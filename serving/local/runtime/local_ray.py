@@ -52,7 +52,7 @@ from serving.local.runtime.ports import RunPorts, run_ports
 from serving.local.runtime.progress import STATE_PREFIX
 from serving.local.runtime.readiness import LocalServeError, wait_haproxy_settled, wait_ready
 from serving.paths import CODE_ROOT
-from serving.plan.planner import plan
+from serving.plan.planner import Plan, plan
 from serving.spec.profile import ModelSpec
 
 READY_PREFIX = "SERVESTACK_LOCAL_READY "
@@ -124,6 +124,20 @@ def run_env(
     return env
 
 
+def refusal(model_plan: Plan) -> str | None:
+    """Why the plan forbids serving the model, as `servestack plan` words its first error
+    verdict; None when it has none. A local run refuses what the cluster's deploy would."""
+    refused = [v for v in model_plan.verdicts if v.severity == "error"]
+    if not refused:
+        return None
+    first = refused[0]
+    more = f" (and {len(refused) - 1} more: see `servestack plan`)" if len(refused) > 1 else ""
+    return (
+        f"{model_plan.model}: {first.severity} [{first.code}] {first.message} "
+        f"(profile field: {first.field}){more}"
+    )
+
+
 @contextlib.contextmanager
 def local_serve(
     spec: ModelSpec,
@@ -140,8 +154,12 @@ def local_serve(
     (starting Ray, the replicas' states, stopping). The real engine serves `adapters` (the
     profile's own when not given) as tiny LoRA adapters."""
     say = on_state or (lambda text: None)
+    model_plan = plan(spec)
+    refused = refusal(model_plan)
+    if refused is not None:
+        raise LocalServeError(refused)
     model = tiny_model(tiny_family(spec)) if engine == "vllm" else None
-    compiled = compile(spec, plan(spec))
+    compiled = compile(spec, model_plan)
     try:
         application = local_application(compiled, engine, model, adapters)
     except LocalLoraError as exc:
