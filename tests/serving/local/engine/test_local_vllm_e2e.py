@@ -1,14 +1,13 @@
 """`servestack serve --local --engine vllm` on the default stack: the compiled application with
 vLLM 0.22's CPU build as its engine (a tiny Llama in place of Llama 3.1 8B), behind Ray's HAProxy
-with direct streaming, called with the official `openai` client.
+with direct streaming, called with the official `openai` client, and measured by `servestack
+bench --url` through its HTTP address only, as a deployed service is.
 
 The answers are checked against what only the real engine serving the kit's model produces:
 token counts from the kit's own tokenizer and chat template, greedy decoding that streams the
-same text it returns whole, vLLM's prefix cache hitting on a repeated prompt. After Ctrl-C, none
-of the run's processes (Ray's, HAProxy, vLLM's engines), none of its /dev/shm files and nothing
-it wrote to /tmp's default places may be left. The run's are told from other runs on the machine
-by the session the CLI leads (kept by a process that is orphaned): its processes, and the
-/dev/shm files they were seen holding while it ran.
+same text it returns whole, vLLM's prefix cache hitting on a repeated prompt. The bench's report
+is checked against the engine's own counters, scraped from the run. After Ctrl-C, nothing of the
+run may be left (`vllm_serve_support`).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,154 +27,24 @@ import httpx
 import openai
 import psutil
 import pytest
-from compiled_support import compile_spec
-from local_support import written_by_default
-from repo import REPO
+import yaml
+from cli_support import copy_repo, run, servestack_command
+from vllm_serve_support import MODEL, STACK, Running, served_by_vllm
 
-from serving.local.engine.tiny_models import tiny_model
-from serving.local.runtime.local_ray import free_port
-from serving.spec.profile import ModelSpec
+from serving.observability.metrics import engine
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1500)]
 
-STACK = "dev"
-MODEL = "llama-3.1-8b"
-READY_TIMEOUT_S = 900
-STOP_TIMEOUT_S = 300
 # vLLM's extension: generate exactly max_tokens (random weights may pick EOS at any step).
 EXACT = {"ignore_eos": True, "temperature": 0.0}
 # vLLM's CPU platform's default KV block size: a prefix hit counts whole blocks.
 CPU_BLOCK_TOKENS = 128
 
 
-@dataclass(frozen=True)
-class Running:
-    endpoint: str
-    client: openai.OpenAI
-    tokenizer: Any
-
-
-def session_processes(sid: int) -> list[str]:
-    """Live processes of the session the CLI leads: everything it started, however reparented."""
-    left = []
-    for process in psutil.process_iter(["pid", "cmdline", "status"]):
-        try:
-            if os.getsid(process.pid) == sid and process.status() != psutil.STATUS_ZOMBIE:
-                left.append(f"{process.pid} {' '.join(process.cmdline())[:120]}")
-        except (psutil.NoSuchProcess, ProcessLookupError, PermissionError):
-            continue
-    return left
-
-
-def shm_held(sid: int) -> set[Path]:
-    """/dev/shm files the session's processes hold now: mapped (/proc's maps; psutil reads the
-    far slower smaps) or open."""
-    held = set()
-    for process in psutil.process_iter():
-        try:
-            if os.getsid(process.pid) != sid:
-                continue
-            maps = Path(f"/proc/{process.pid}/maps").read_text().splitlines()
-            paths = [fields[5] for fields in (line.split(maxsplit=5) for line in maps)
-                     if len(fields) == 6]  # fmt: skip
-            paths += [f.path for f in process.open_files()]
-        except (psutil.Error, OSError):
-            continue
-        held |= {Path(p.removesuffix(" (deleted)")) for p in paths if p.startswith("/dev/shm/")}
-    return held
-
-
-class ShmWatch:
-    """Samples the session's /dev/shm files every two seconds while the run lives."""
-
-    def __init__(self, sid: int) -> None:
-        self.sid = sid
-        self.seen: set[Path] = set()
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-        self.thread.start()
-
-    def _watch(self) -> None:
-        while not self.done.wait(2.0):
-            self.seen |= shm_held(self.sid)
-
-    def stop(self) -> set[Path]:
-        self.done.set()
-        self.thread.join()
-        return self.seen
-
-
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    from transformers import AutoTokenizer
-
-    from infra.platform.config import load_stack
-
-    # The default stack as shipped: HAProxy and direct streaming are on.
-    spec: ModelSpec = load_stack(STACK).profiles[MODEL]
-    assert compile_spec(spec).cluster_env["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
-    assert compile_spec(spec).cluster_env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model("llama"))
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("vllm") / "serve.log"
-    # The console script of this environment, as a user runs it.
-    servestack = str(Path(sys.executable).parent / "servestack")
-    command = [servestack, "serve", "--local", STACK, "--model", MODEL,
-               "--engine", "vllm", "--port", str(port)]  # fmt: skip
-    env = os.environ | {
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    }
-    before = written_by_default()
-    with log_path.open("w") as log:
-        cli = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
-            start_new_session=True,
-        )  # fmt: skip
-        watch = ShmWatch(cli.pid)
-        try:
-            _await_line(cli, "is serving the OpenAI API", log_path)
-            endpoint = f"http://127.0.0.1:{port}"
-            client = openai.OpenAI(base_url=f"{endpoint}/v1", api_key="unused", max_retries=0)
-            assert any("haproxy" in p for p in session_processes(cli.pid))
-            yield Running(endpoint, client, tokenizer)
-        finally:
-            cli.send_signal(signal.SIGINT)
-            try:
-                cli.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(cli.pid, signal.SIGKILL)
-                pytest.fail(f"serve did not stop within {STOP_TIMEOUT_S} s; {log_path}")
-    assert cli.returncode == 0, log_path.read_text()[-2000:]
-    # Ray's agents notice their raylet is gone on their next poll; give them time to exit.
-    deadline = time.monotonic() + 120
-    while session_processes(cli.pid) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert session_processes(cli.pid) == [], "the local run left processes behind"
-    seen = watch.stop()
-    # vLLM's engine and its worker talk over shared-memory queues (multiprocessing's psm_ files).
-    assert any(path.name.startswith("psm_") for path in seen), seen
-    assert {path for path in seen if path.exists()} == set(), "left /dev/shm files behind"
-    # vLLM's IPC sockets and torch's headers went to the run's own directory and the build folder.
-    assert written_by_default() - before == set(), "the local run wrote outside its places"
-
-
-def _await_line(process: subprocess.Popen[str], text: str, log_path: Path) -> None:
-    assert process.stdout is not None
-    stdout = process.stdout
-    seen = threading.Event()
-
-    def read() -> None:
-        for line in stdout:
-            if text in line:
-                seen.set()
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    # The reader ends on the line or when the CLI exits (its stdout closes).
-    reader.join(READY_TIMEOUT_S)
-    if not seen.is_set():
-        raise AssertionError(f"not serving: {log_path.read_text()[-3000:]}")
+    with served_by_vllm(tmp_path_factory.mktemp("vllm")) as served:
+        yield served
 
 
 def chat_prompt_tokens(tokenizer: Any, messages: list[dict[str, str]]) -> int:
@@ -306,3 +174,184 @@ def test_the_real_engine_exports_every_engine_metric_the_catalog_names(running: 
     for name in wanted:
         assert all(set(VLLM_LABELS) <= set(label) for label in labels[name]), name
         assert {label["model_name"] for label in labels[name]} == {MODEL}, name
+
+
+# --- `servestack bench --url` against the run, through its HTTP address only -----------------
+
+# 25 multi-prompt requests are 50 sent, twice: the 100 answered a calibration needs. Two system
+# prompts of 300 words, several of the CPU build's KV blocks each, for the prefix cache to hit.
+URL_RUN = ("--workload", "multi-prompt", "--requests", "25", "--repeats", "2",
+           "--concurrency", "4", "--prefixes", "2", "--prefix-tokens", "300")  # fmt: skip
+BENCH_TIMEOUT_S = 300
+# Ray's exporter pushes a process's metrics every second on a local run (local_ray.py).
+SETTLE_S = 20.0
+
+
+@dataclass(frozen=True)
+class UrlRun:
+    root: Path
+    document: dict[str, Any]
+    # The engine's own counts over the run: requests it finished, prompt tokens it found cached.
+    engine_requests: float
+    engine_cached_tokens: float
+
+
+def engine_total(running: Running, vllm_name: str) -> float:
+    """One of vLLM's counters, summed over the run's engines, as the run's Ray exports it."""
+    from serving.local.runtime.observed import running as local_runs
+    from serving.observability.top import scrape
+
+    (observed,) = [r for r in local_runs() if r.endpoint == running.endpoint]
+    name = engine(vllm_name)
+    samples = scrape(observed.metrics["ray"])
+    return sum(v for (series, labels), v in samples.items()
+               if series == name and dict(labels).get("model_name") == MODEL)  # fmt: skip
+
+
+def settled(running: Running, vllm_name: str, expected: float) -> float:
+    """The counter once it reaches `expected`, else as it stands after `SETTLE_S` (pushes come
+    a second apart, so a count that is still short then is short)."""
+    deadline = time.monotonic() + SETTLE_S
+    while (value := engine_total(running, vllm_name)) != expected:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+    return value
+
+
+def steady(running: Running, vllm_name: str) -> float:
+    """The counter once two readings two pushes apart agree: what earlier tests sent is in."""
+    deadline, last = time.monotonic() + SETTLE_S, None
+    while (value := engine_total(running, vllm_name)) != last and time.monotonic() < deadline:
+        last = value
+        time.sleep(2.0)
+    return value
+
+
+def bench(root: Path, url: str, out: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*servestack_command(), "bench", STACK, "--url", url, "--model", MODEL, "--out", out,
+         *flags],
+        cwd=root, capture_output=True, text=True, timeout=BENCH_TIMEOUT_S, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def url_run(running: Running, tmp_path_factory: pytest.TempPathFactory) -> UrlRun:
+    root = copy_repo(tmp_path_factory.mktemp("url-run"))
+    requests = steady(running, "vllm:request_success")
+    cached = steady(running, "vllm:prefix_cache_hits")
+    result = bench(root, running.endpoint, "runs/url", *URL_RUN)
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = json.loads((root / "runs/url/bench.json").read_text())
+    (row,) = document["summary"]
+    answered = settled(running, "vllm:request_success", requests + row["requests"]) - requests
+    hits = settled(running, "vllm:prefix_cache_hits", cached + row["cached_tokens"]) - cached
+    return UrlRun(root, document, answered, hits)
+
+
+def test_the_bench_counts_what_the_engine_counted(url_run: UrlRun) -> None:
+    """Requests and cached prompt tokens as the bench's report has them (from each response's
+    usage) are the ones vLLM's own counters moved by over the run."""
+    (row,) = url_run.document["summary"]
+    assert row["requests"] == url_run.engine_requests == 100
+    assert row["failed"] == 0 and row["errors_by_status"] == {}
+    assert row["cached_tokens"] == url_run.engine_cached_tokens > 0
+    layout = {"tensor": 1, "pipeline": 1, "data": 1, "expert": 1}
+    assert url_run.document["deployment"][0]["layout"] == layout
+
+
+def test_a_calibration_from_the_run_scales_the_next_plan_by_its_ratios(url_run: UrlRun) -> None:
+    """What tests/serving/measure/test_calibrate.py shows on a stand-in engine, here from the
+    real engine's run: each estimate times its recorded ratio, and the run named."""
+    root = url_run.root
+
+    def planned() -> dict[str, Any]:
+        result = run(root, "plan", STACK, "--model", MODEL, "--json")
+        assert result.returncode == 0, result.stderr
+        (model_plan,) = json.loads(result.stdout)["plans"]
+        return dict(model_plan)
+
+    before = planned()
+    result = run(root, "calibrate", "runs/url/bench.json")
+    assert result.returncode == 0, result.stderr
+    record = yaml.safe_load((root / "stacks/calibrations" / f"{MODEL}.yaml").read_text())
+    after = planned()
+    ratios = record["ratios"]
+    assert after["ttft_s"] == pytest.approx(before["ttft_s"] * ratios["ttft_p50"], rel=1e-12)
+    assert after["itl_s"] == pytest.approx(before["itl_s"] * ratios["itl_p50"], rel=1e-12)
+    assert after["requests_per_s"] == pytest.approx(
+        before["requests_per_s"] * ratios["requests_per_s"], rel=1e-12
+    )
+    assert record["vllm_version"] == "0.22.0" and record["requests"] == 100
+    shown = run(root, "plan", STACK, "--model", MODEL).stdout
+    assert f"calibrated by runs/url/bench.json ({record['date']}; {record['command']})" in shown
+
+
+def test_a_request_the_service_refuses_is_counted_by_its_status(
+    running: Running, url_run: UrlRun
+) -> None:
+    before = steady(running, "vllm:request_success")
+    result = bench(url_run.root, f"{running.endpoint}/no-such-route", "runs/refused",
+                   "--workload", "decode-heavy", "--requests", "3", "--repeats", "1")  # fmt: skip
+    assert result.returncode == 1
+    (row,) = json.loads((url_run.root / "runs/refused/bench.json").read_text())["summary"]
+    assert row["errors_by_status"] == {"404": 3} and row["failed"] == 3
+    assert steady(running, "vllm:request_success") == before
+
+
+def test_ctrl_c_leaves_no_request_running(running: Running, url_run: UrlRun) -> None:
+    """Stopped mid-run, the bench ends its load generator, and the engine stops generating for
+    it: its token counter stands still, and a request sent next finishes with no other request
+    running or waiting beside it (vLLM's gauges, set at each engine step)."""
+    command = [*servestack_command(), "bench", STACK, "--url", running.endpoint, "--model",
+               MODEL, "--out", "runs/stopped", "--workload", "decode-heavy", "--requests",
+               "20", "--repeats", "1", "--concurrency", "4"]  # fmt: skip
+    bench_process = subprocess.Popen(
+        command, cwd=url_run.root, env=os.environ, stderr=subprocess.PIPE, text=True
+    )
+    assert bench_process.stderr is not None
+    for line in bench_process.stderr:
+        if line.strip().startswith("2/20"):
+            break
+    children = psutil.Process(bench_process.pid).children(recursive=True)
+    assert any("serving.local.bench.loadgen" in " ".join(c.cmdline()) for c in children)
+    bench_process.send_signal(signal.SIGINT)
+    rest = bench_process.stderr.read()
+    assert bench_process.wait(30) == 130, rest
+    time.sleep(0.2)
+    assert [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE] == []
+    assert not (url_run.root / "runs/stopped/bench.json").exists()
+    # Two pushes apart, the engine's generated tokens stand still: nothing is decoding.
+    time.sleep(2.5)
+    generated = engine_total(running, "vllm:generation_tokens")
+    time.sleep(2.5)
+    assert engine_total(running, "vllm:generation_tokens") == generated
+    gauges = last_gauges(running)
+    assert gauges == {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0}
+
+
+def last_gauges(running: Running) -> dict[str, float]:
+    """vLLM's running and waiting gauges as its last step set them, a probe request's: Ray
+    exports a gauge in the first scrape after it is pushed, so scrapes go on until the probe is
+    answered and a few pushes after."""
+    from serving.local.runtime.observed import running as local_runs
+    from serving.observability.top import scrape
+
+    (observed,) = [r for r in local_runs() if r.endpoint == running.endpoint]
+    wanted = {engine(g): g for g in ("vllm:num_requests_running", "vllm:num_requests_waiting")}
+    probe = threading.Thread(
+        target=lambda: running.client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Hi."}], max_tokens=8,
+            extra_body=EXACT,  # type: ignore[arg-type]
+        )
+    )  # fmt: skip
+    probe.start()
+    last: dict[str, float] = {}
+    deadline = time.monotonic() + 5
+    while probe.is_alive() or time.monotonic() < deadline:
+        for (series, labels), value in scrape(observed.metrics["ray"]).items():
+            if series in wanted and dict(labels).get("model_name") == MODEL:
+                last[wanted[series]] = value
+        time.sleep(0.3)
+    return last
