@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infra.cli.report_chains import print_quota
+from infra.cli.report_measured import print_assumed_hit_rate, print_calibration
 from infra.platform.plan import PlatformPlan
 from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF, SPOT_PRICES_AS_OF
 from serving.catalog.consumption import ConsumptionMode
@@ -149,16 +150,13 @@ def print_plan(console: Console, spec: ModelSpec, plan: Plan) -> None:
         f"estimates from the planner's roofline model, prices approximate ({PRICES_AS_OF} list)",
         style="dim",
     )
+    print_assumed_hit_rate(console, spec)
     for group in plan.groups:
         if len(plan.groups) > 1:
             console.print(f"[bold]{group.role}[/]")
         console.print(_group_table(group))
     print_error_bands(console, spec)
-    if plan.calibration is not None:
-        colour = "green" if plan.calibration.applied else "yellow"
-        label = "" if plan.calibration.applied else "warning: "
-        line = f"{label}{plan.calibration.summary()}"
-        console.print(line, style=colour, highlight=False, soft_wrap=True)
+    print_calibration(console, plan)
     print_verdicts(console, plan)
     console.print()
 

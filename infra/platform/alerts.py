@@ -19,9 +19,13 @@ from infra.platform.promql import (
 )
 from serving import catalog
 from serving.catalog.environment import (
+    RAY_SERVE_HAPROXY_INGRESS_REQUEST_ROUTER_BUFSIZE as BUFSIZE,
+)
+from serving.catalog.environment import (
     RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY as FORWARD_BODY,
 )
 from serving.compile.compiler import CompiledModel
+from serving.compile.environment import forwards_body
 from serving.compile.routers import SERVESTACK_ROUTERS
 from serving.observability import metrics
 from serving.observability.metrics import engine
@@ -100,6 +104,11 @@ def alert_rules(models: Iterable[CompiledModel], gpu_minimums: dict[str, int]) -
         ]  # fmt: skip
         if spec.router.kind in SERVESTACK_ROUTERS:
             rules += router_rules(spec)
+        if forwards_body(spec):
+            rules.append(truncation_rule(spec))
+        hit_rate = prefix_hit_rate_rule(spec)
+        if hit_rate is not None:
+            rules.append(hit_rate)
     for gpu, minimum in sorted(gpu_minimums.items()):
         if minimum < 1:
             continue
@@ -155,3 +164,58 @@ def router_rules(spec: ModelSpec) -> list[AlertRule]:
             "router.imbalance_ratio if the replicas have room.",
         ),
     ]  # fmt: skip
+
+
+# How far below the plan's prefix-cache hit rate the measured one may stay, and for how long,
+# before the alert fires: absolute, over the rate window, so that a quiet hour's few requests
+# or one new system prompt do not page anyone.
+HIT_RATE_MARGIN = 0.1
+HIT_RATE_FOR_S = 1800
+
+
+def prefix_hit_rate_rule(spec: ModelSpec) -> AlertRule | None:
+    """The plan assumed a prefix-cache hit rate (workload.prefix_cache_hit_rate): fire when
+    vLLM's measured rate (hits over queries, in prompt tokens) stays below it by more than the
+    margin. None where the plan assumes none, or one within the margin of zero."""
+    planned = spec.workload.prefix_cache_hit_rate
+    if planned is None or planned <= HIT_RATE_MARGIN:
+        return None
+    floor = planned - HIT_RATE_MARGIN
+    eng = engine_match(spec)
+    measured = (
+        f"{rate(engine('vllm:prefix_cache_hits'), eng)} / "
+        f"{rate(engine('vllm:prefix_cache_queries'), eng)}"
+    )
+    return AlertRule(
+        f"{resource_name(spec)}-prefix-hit-rate",
+        f"{spec.name}: prefix-cache hit rate below the plan's {planned:g}",
+        f"{measured} < {floor:g}", HIT_RATE_FOR_S, "WARNING",
+        f"vLLM serves less of the prompts from its prefix cache than the plan assumed "
+        f"(workload.prefix_cache_hit_rate {planned:g}), so TTFT and throughput fall short of "
+        "it. If the router alerts fire too, routing lost the prompts; if not, the traffic "
+        "changed (fewer shared prefixes) or the KV cache is too small to keep them: check "
+        "'Prefix-cache hit rate' and 'KV cache usage', and correct the profile's assumption.",
+    )  # fmt: skip
+
+
+# The share of routed bodies cut at HAProxy's buffer that raises the truncation alert.
+TRUNCATED_SHARE = 0.01
+
+
+def truncation_rule(spec: ModelSpec) -> AlertRule:
+    """Ray Serve's HAProxy reads a request's body into one buffer before it asks the ingress
+    request router for a replica; a longer body reaches the router cut short, is no JSON, and is
+    placed without its prompt (ray/llm/_internal/serve/core/ingress/router.py). Ray 2.56.1
+    counts those (`metrics.INGRESS_ROUTER_TRUNCATIONS`, where the compiler turns its count on)."""
+    app = f'application="{spec.name}"'
+    return AlertRule(
+        f"{resource_name(spec)}-bodies-truncated",
+        f"{spec.name}: request bodies truncated before the router",
+        f"{rate(metrics.INGRESS_ROUTER_TRUNCATIONS, app)} / "
+        f"{rate(metrics.INGRESS_ROUTER_REQUESTS, app)} > {TRUNCATED_SHARE:g}", 600, "WARNING",
+        "Ray Serve's HAProxy cut request bodies at its buffer (256 KiB in Ray 2.56.1) before "
+        "the ingress request router read them: those requests are placed without their prompt, "
+        "so long prompts lose prefix affinity. Raise "
+        f"{BUFSIZE} on the Ray head (memory: about twice the buffer per connection), or "
+        "shorten what clients send.",
+    )  # fmt: skip

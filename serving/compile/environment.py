@@ -7,7 +7,10 @@ values."""
 
 from __future__ import annotations
 
-from serving.catalog.environment import RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY
+from serving.catalog.environment import (
+    RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY,
+    RAY_SERVE_INGRESS_REQUEST_ROUTER_METRICS_ENABLED,
+)
 from serving.catalog.fast_paths import FAST_PATHS
 from serving.compile.routers import BODY_AWARE_ROUTERS
 from serving.spec.profile import ModelSpec
@@ -33,4 +36,8 @@ def cluster_env(spec: ModelSpec) -> dict[str, str]:
     env = {path.variable: _flag(getattr(spec.fast_paths, path.field)) for path in FAST_PATHS}
     if forwards_body(spec):
         env[RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY] = "1"
+        # A body over HAProxy's buffer reaches the router cut short, and the router places the
+        # request without its prompt. Ray counts those only when asked (one log line a request
+        # to Serve's HAProxy actor): the routing alerts read the count.
+        env[RAY_SERVE_INGRESS_REQUEST_ROUTER_METRICS_ENABLED] = "1"
     return env

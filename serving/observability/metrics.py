@@ -157,6 +157,13 @@ ROUTER_NO_PROMPT, ROUTER_SPILL = "no_prompt", "spill"
 # Their placements of a LoRA adapter's requests, per `application`, `adapter` and `decision`
 # (adapter_held, adapter_spill, adapter_new): ADAPTER_DECISION_METRIC of the same module.
 ROUTER_ADAPTER_DECISIONS = "ray_servestack_router_adapter_decisions_total"
+# Ray Serve's HAProxy consulting the ingress request router (direct streaming), per
+# `application`: the requests it routed, and those whose body it cut at its buffer before the
+# router read it (the router then sees no prompt). Counted only where
+# RAY_SERVE_INGRESS_REQUEST_ROUTER_METRICS_ENABLED=1, which the compiler sets wherever it has
+# HAProxy forward the body.
+INGRESS_ROUTER_REQUESTS = "ray_serve_haproxy_ingress_router_requests_total"
+INGRESS_ROUTER_TRUNCATIONS = "ray_serve_haproxy_ingress_router_truncations_total"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GPU_MEMORY_USED = "DCGM_FI_DEV_FB_USED"
 
@@ -173,6 +180,10 @@ FAMILIES: dict[str, Family] = {
         Family(SERVE_TARGET_REPLICAS, "gauge", "ray_serve", _SERVE + "deployment_state.py"),
         Family(SERVE_HAPROXY_RELOADS.removesuffix("_count"), "histogram", "ray_serve",
                _SERVE + "haproxy.py: one observation per HAProxy reload"),
+        Family(INGRESS_ROUTER_REQUESTS, "counter", "ray_serve", _SERVE + "haproxy_metrics.py: "
+               "one per request HAProxy's ingress request router placed"),
+        Family(INGRESS_ROUTER_TRUNCATIONS, "counter", "ray_serve", _SERVE + "haproxy_metrics.py:"
+               " one per body cut at tune.bufsize before the router read it"),
         Family(ROUTER_DECISIONS, "counter", "servestack", "serving/router/prefix_affinity.py "
                "(DECISION_METRIC): one per request a servestack router places"),
         Family(ROUTER_ADAPTER_DECISIONS, "counter", "servestack", "serving/router/"

@@ -231,6 +231,16 @@ class Workload(StrictFrozen):
 
     input_tokens: int = Field(default=1024, ge=1, description="Prompt tokens per request.")
     output_tokens: int = Field(default=256, ge=1, description="Generated tokens per request.")
+    # A hit rate, not a count of shared prefix tokens: it is what vLLM measures (prefix-cache hits
+    # over queries, in prompt tokens), so the alert holds the plan to the engine's own figure;
+    # how many shared tokens stay cached depends on routing and eviction, which is what the
+    # alert is there to catch failing.
+    prefix_cache_hit_rate: float | None = Field(
+        default=None, ge=0, lt=1,
+        description="Share of prompt tokens the plan expects vLLM's prefix cache to serve "
+        "(prefix_cache_hits / prefix_cache_queries). Shown in `plan`; an alert fires when the "
+        "measured rate stays below it. Unset: the plan assumes none, and no alert.",
+    )  # fmt: skip
 
 
 class FastPaths(StrictFrozen):

@@ -245,6 +245,13 @@ class ModelSpec(StrictFrozen):
                 "shorten the workload or raise max_model_len",
                 field="workload",
             )
+        if self.workload.prefix_cache_hit_rate and not self.prefix_caching:
+            raise FixableValueError(
+                f"the workload expects a prefix-cache hit rate of "
+                f"{self.workload.prefix_cache_hit_rate:g} with prefix_caching off",
+                "set prefix_caching: true, or drop workload.prefix_cache_hit_rate",
+                field="workload.prefix_cache_hit_rate",
+            )
         if self.quantization != "none" and arch.weight_dtype != "bf16":
             raise FixableValueError(
                 f"{arch.key} is published in {arch.weight_dtype}; there is nothing to quantize "

@@ -35,6 +35,7 @@ class TestClusterEnv:
         ).cluster_env
         expected = router.endswith("prefix_affinity") and direct_streaming
         assert ("RAY_SERVE_INGRESS_REQUEST_ROUTER_FORWARD_BODY" in env) == expected
+        assert ("RAY_SERVE_INGRESS_REQUEST_ROUTER_METRICS_ENABLED" in env) == expected
         assert env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == ("1" if direct_streaming else "0")
 
     def test_every_fast_path_is_on_by_default(self) -> None:
@@ -51,9 +52,8 @@ class TestClusterEnv:
         """The fast-path table drives the compiler and the pack: a switch missing from it would
         be accepted in a profile and never reach a pod."""
         assert {path.field for path in FAST_PATHS} == set(FastPaths.model_fields)
-        assert (
-            len(compile_spec(spec()).cluster_env) == len(FAST_PATHS) + 1
-        )  # + FORWARD_BODY (router)
+        # + FORWARD_BODY and Ray's count of truncated bodies (the router reads the body)
+        assert len(compile_spec(spec()).cluster_env) == len(FAST_PATHS) + 2
 
     def test_a_fast_path_turned_off_is_written_as_zero(self) -> None:
         """vLLM 0.22 turns the V2 executor on when the variable is unset, so off must be said."""

@@ -18,6 +18,7 @@ import re
 import subprocess
 import time
 import urllib.error
+import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ import pytest
 from cli_support import servestack_command
 from repo import REPO
 
-from infra.platform.alerts import gpu_node_minimums
+from infra.platform.alerts import gpu_node_minimums, prefix_hit_rate_rule
 from infra.platform.config import load_stack
 from infra.platform.monitoring import queries
 from infra.platform.plan import compile_stack, plan_platform
@@ -36,6 +37,7 @@ from serving.local.runtime.observed import ObservedRun, running
 from serving.observability.metrics import (
     ENGINE_METRICS,
     FAMILIES,
+    INGRESS_ROUTER_TRUNCATIONS,
     REQUEST_LATENCY_BUCKETS_S,
     ROUTER_DECISIONS,
     TTFT_BUCKETS_S,
@@ -45,7 +47,7 @@ from serving.observability.metrics import (
     metric_names,
 )
 from serving.observability.top import scrape
-from serving.router.prefix_affinity import AFFINITY, DECISIONS
+from serving.router.prefix_affinity import AFFINITY, DECISIONS, NO_PROMPT
 from serving.spec.profile import ModelSpec
 
 STACKS = ("dev", "prod")
@@ -77,6 +79,8 @@ class Live:
     engine_labels: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     # The label sets of servestack's router decision counter, as scraped.
     router_labels: list[dict[str, str]] = field(default_factory=list)
+    # The status the service answered the oversized request with.
+    oversized_status: int | None = None
 
 
 def _started_by(pid: int, timeout_s: float, process: subprocess.Popen[str]) -> ObservedRun:
@@ -93,11 +97,35 @@ def _started_by(pid: int, timeout_s: float, process: subprocess.Popen[str]) -> O
     raise AssertionError(f"servestack bench --local started no local run (exit {process.poll()})")
 
 
+def oversized_request(endpoint: str) -> int:
+    """A chat request whose body is twice what Ray Serve's HAProxy buffers for the ingress
+    request router (Ray's own default, which local runs keep): the router gets it cut short and
+    places it without its prompt. It names no served model, so the engine answers it with an
+    error and counts nothing: the bench's figures stay the bench's."""
+    from ray.serve._private.constants import RAY_SERVE_HAPROXY_INGRESS_REQUEST_ROUTER_BUFSIZE
+
+    words = "word " * (2 * RAY_SERVE_HAPROXY_INGRESS_REQUEST_ROUTER_BUFSIZE // 5)
+    body = {"model": "not-served", "messages": [{"role": "user", "content": words}],
+            "max_tokens": 1}  # fmt: skip
+    request = urllib.request.Request(
+        f"{endpoint}/v1/chat/completions", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
 def _watch(live: Live, bench: subprocess.Popen[str]) -> None:
     """Scrape the run's endpoints until the bench ends, keeping every name and label set seen.
     (Ray shows a gauge in the first scrape after a process pushed it: names are collected over
-    the whole run, not from one scrape.)"""
+    the whole run, not from one scrape.) Once, while the bench runs, a request too long for the
+    router to read whole is sent beside it."""
     while bench.poll() is None:
+        if live.oversized_status is None:
+            live.oversized_status = oversized_request(live.run.endpoint)
         for url in live.run.metrics.values():
             try:
                 samples = scrape(url)
@@ -171,7 +199,14 @@ def _dashboard_and_alerts() -> list[str]:
         loaded = load_stack(stack, REPO)
         minimums = gpu_node_minimums(plan_platform(loaded).gpu_pools)
         found += queries(list(compile_stack(loaded).values()), minimums)
-    return found
+    # No shipped profile assumes a prefix-cache hit rate: the alert one that does gets.
+    (spec, *_) = load_stack("dev", REPO).profiles.values()
+    assuming = spec.model_copy(
+        update={"workload": spec.workload.model_copy(update={"prefix_cache_hit_rate": 0.5})}
+    )
+    rule = prefix_hit_rate_rule(assuming)
+    assert rule is not None
+    return [*found, rule.query]
 
 
 def test_the_bench_served_every_request(live: Live) -> None:
@@ -253,3 +288,14 @@ def test_the_bench_reads_the_engines_metrics_as_the_dashboard_does(live: Live) -
     assert 0 < engine["ttft_p50_s"] <= min(b for b in TTFT_BUCKETS_S if b >= client_p50)
     bound = min(b for b in REQUEST_LATENCY_BUCKETS_S if b >= client_tail)
     assert 0 < engine["queue_p99_s"] <= bound
+
+
+def test_a_body_cut_short_at_haproxy_is_placed_without_its_prompt(live: Live) -> None:
+    """What the truncation and blind-router alerts read, moved by one request whose body
+    Ray Serve's HAProxy cuts at its buffer before the ingress request router reads it: Ray
+    counts the truncation, and servestack's router counts a placement with no prompt (the
+    router's fallback when the body does not reach it whole, as with forwarding off)."""
+    assert live.oversized_status is not None and live.oversized_status >= 400
+    assert INGRESS_ROUTER_TRUNCATIONS in live.scraped
+    decisions = {labels["decision"] for labels in live.router_labels}
+    assert NO_PROMPT in decisions, decisions
