@@ -4,8 +4,10 @@ It scrapes Prometheus text from metrics endpoints (a local run's, found through
 `serving.local.runtime.observed`, or any URL: a port-forwarded Ray head's :8080/metrics), keeps the
 previous scrape, and turns the difference into the figures the dashboard draws: requests/s,
 output tokens/s, TTFT and inter-token p50/p99, queue time p99, running and waiting requests,
-KV-cache usage and prefix-cache hit rate. Metric names come from `serving.observability.metrics`,
-as the dashboard's do. `serving.local.bench.runner` reads a run's figures with the same arithmetic.
+KV-cache usage, prefix-cache hit rate, and the share of each decision servestack's router made
+(`metrics.ROUTER_DECISIONS`: affinity, spill, new_prompt, no_prompt). Metric names come from
+`serving.observability.metrics`, as the dashboard's do. `serving.local.bench.runner` reads a
+run's figures with the same arithmetic.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.table import Table
 from rich.text import Text
 
-from serving.observability.metrics import REQUEST_LATENCY_BUCKETS_S, engine
+from serving.observability.metrics import REQUEST_LATENCY_BUCKETS_S, ROUTER_DECISIONS, engine
 
 # (series name, sorted labels) -> value
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -94,6 +96,29 @@ def _max_by_model(samples: Samples, name: str) -> dict[str, float]:
     return found
 
 
+def _decisions(samples: Samples) -> dict[str, dict[str, float]]:
+    """servestack's router decisions counted so far: application -> decision -> count. (The
+    router labels its counter by the model's Serve application, named as the model.)"""
+    found: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for (series, labels), value in samples.items():
+        if series == ROUTER_DECISIONS:
+            label = dict(labels)
+            found[label.get("application", "")][label.get("decision", "")] += value
+    return found
+
+
+def _shares(before: Samples, after: Samples) -> dict[str, dict[str, float]]:
+    """Each decision's share of the router's placements between the two scrapes, per model."""
+    old = _decisions(before)
+    shares: dict[str, dict[str, float]] = {}
+    for model, counts in _decisions(after).items():
+        made = {d: max(0.0, n - old.get(model, {}).get(d, 0.0)) for d, n in counts.items()}
+        total = sum(made.values())
+        if total:
+            shares[model] = {d: n / total for d, n in made.items() if n}
+    return shares
+
+
 def _buckets(samples: Samples, histogram: str) -> dict[str, dict[float, float]]:
     """Cumulative bucket counts per model: model -> upper bound -> count."""
     found: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
@@ -135,6 +160,8 @@ class ModelFigures:
     waiting: float
     kv_cache_usage: float
     prefix_hit_rate: float | None
+    # servestack's router: each decision's share of the placements in the window.
+    routing: dict[str, float] | None = None
 
 
 def figures(before: Snapshot, after: Snapshot) -> list[ModelFigures]:
@@ -167,6 +194,7 @@ def figures(before: Snapshot, after: Snapshot) -> list[ModelFigures]:
     running = gauge(engine("vllm:num_requests_running"), _by_model)
     waiting = gauge(engine("vllm:num_requests_waiting"), _by_model)
     kv = gauge(engine("vllm:kv_cache_usage_perc"), _max_by_model)
+    routing = _shares(before.samples, after.samples)
     models = sorted(set(running) | set(done) | set(ttft))
     return [
         ModelFigures(
@@ -182,6 +210,7 @@ def figures(before: Snapshot, after: Snapshot) -> list[ModelFigures]:
             waiting=waiting.get(model, 0.0),
             kv_cache_usage=kv.get(model, 0.0),
             prefix_hit_rate=hits.get(model, 0.0) / asked[model] if asked.get(model) else None,
+            routing=routing.get(model),
         )
         for model in models
         if model
@@ -200,6 +229,14 @@ def queue_ms(seconds: float | None) -> str:
     return _ms(seconds)
 
 
+def routing_cell(shares: dict[str, float] | None) -> str:
+    """The router's decisions, the most frequent first: 'affinity 80% spill 20%'."""
+    if not shares:
+        return "—"
+    ranked = sorted(shares.items(), key=lambda item: (-item[1], item[0]))
+    return " ".join(f"{decision} {share:.0%}" for decision, share in ranked)
+
+
 def table(rows: Iterable[ModelFigures], title: str) -> Table:
     """The figures as one rich table, a row per model; latencies in milliseconds."""
     rows = list(rows)
@@ -210,14 +247,19 @@ def table(rows: Iterable[ModelFigures], title: str) -> Table:
         "queue p99 ms", "run", "wait", "KV cache", "prefix hit",
     ):  # fmt: skip
         view.add_column(header, justify="right")
+    # Only where a servestack router placed requests: other routers count nothing.
+    routed = any(row.routing is not None for row in rows)
+    if routed:
+        view.add_column("routing")
     for row in rows:
-        view.add_row(
+        cells = [
             row.model, f"{row.requests_per_s:,.2f}", f"{row.output_tokens_per_s:,.0f}",
             _ms(row.ttft_p50_s), _ms(row.ttft_p99_s), _ms(row.itl_p50_s), _ms(row.itl_p99_s),
             queue_ms(row.queue_p99_s),
             f"{row.running:g}", f"{row.waiting:g}", f"{row.kv_cache_usage:.0%}",
             "—" if row.prefix_hit_rate is None else f"{row.prefix_hit_rate:.2f}",
-        )  # fmt: skip
+        ]  # fmt: skip
+        view.add_row(*cells, *([routing_cell(row.routing)] if routed else []))
     return view
 
 

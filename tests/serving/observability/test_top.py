@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from serving.observability.metrics import engine
-from serving.observability.top import Snapshot, figures, parse, quantile, queue_ms
+from serving.observability.metrics import ROUTER_DECISIONS, engine
+from serving.observability.top import (
+    Snapshot,
+    figures,
+    parse,
+    quantile,
+    queue_ms,
+    routing_cell,
+    table,
+)
 
 
 def exposition(requests: int, tokens: int, ttft_under_100ms: int, ttft_total: int) -> str:
@@ -63,3 +71,43 @@ def test_a_queue_time_inside_vllms_first_bucket_shows_only_its_bound() -> None:
     assert queue_ms(0.297) == "<300"
     assert queue_ms(0.45) == "450.0"
     assert queue_ms(None) == "—"
+
+
+def decisions(affinity: int, spill: int, no_prompt: int) -> str:
+    counter = ROUTER_DECISIONS
+    label = 'application="m",ReplicaId="router-1"'
+    return "\n".join(
+        [
+            f"# TYPE {counter.removesuffix('_total')} counter",
+            f'{counter}{{{label},decision="affinity"}} {affinity}',
+            f'{counter}{{{label},decision="spill"}} {spill}',
+            f'{counter}{{{label},decision="no_prompt"}} {no_prompt}',
+            "",
+        ]
+    )
+
+
+def test_the_routers_decisions_show_as_shares_of_the_windows_placements() -> None:
+    """Counted since the router started; shown as what it decided between the two scrapes."""
+    before = parse(exposition(100, 1000, 50, 100) + decisions(50, 10, 0))
+    after = parse(exposition(120, 1600, 60, 120) + decisions(80, 15, 5))
+    (row,) = figures(Snapshot(10.0, before), Snapshot(12.0, after))
+    assert row.routing == {"affinity": 0.75, "spill": 0.125, "no_prompt": 0.125}
+    assert routing_cell(row.routing) == "affinity 75% no_prompt 12% spill 12%"
+
+
+def test_no_routing_is_shown_where_the_router_placed_nothing() -> None:
+    same = parse(exposition(100, 1000, 50, 100) + decisions(50, 10, 0))
+    (row,) = figures(Snapshot(10.0, same), Snapshot(12.0, same))
+    assert row.routing is None and routing_cell(row.routing) == "—"
+
+
+def test_the_routing_column_appears_only_where_a_router_counted() -> None:
+    def headers(text: str) -> list[str]:
+        (row,) = figures(Snapshot(10.0, parse(exposition(100, 1000, 50, 100))),
+                         Snapshot(12.0, parse(text)))  # fmt: skip
+        return [str(c.header) for c in table([row], "t").columns]
+
+    plain = exposition(120, 1600, 60, 120)
+    assert "routing" not in headers(plain)
+    assert headers(plain + decisions(5, 0, 0))[-1] == "routing"
