@@ -30,6 +30,7 @@ from infra.cli.common import (
 )
 from infra.cli.render import check_out_dir, render_model
 from infra.cli.report_chains import print_chain_costs
+from infra.cli.report_measured import print_recommend_calibration
 from infra.platform.chain_costs import chain_costs, recommended_chain_costs
 from infra.platform.config import load_stack
 from infra.platform.plan import compile_model, plan_platform, stack_model_objects
@@ -91,12 +92,15 @@ def plan_command(
     prices = loaded.config.prices
     if recommend_model is not None:
         spec = pick(loaded.profiles, recommend_model, loaded.path, "--recommend", catalog=True)
-        ranked = recommend(spec, itl_target, ttft_target, prices)
+        calibration = loaded.calibration(spec)
+        ranked = recommend(spec, itl_target, ttft_target, prices, calibration)
         if as_json:
             print(json.dumps([c.model_dump() for c in ranked], indent=2))
         else:
             answer = shortlist(ranked, itl_target, ttft_target, prices, show_all=show_all)
             report.print_recommendation(console, spec, answer, max_itl_ms, max_ttft_ms)
+            if calibration is not None:
+                print_recommend_calibration(console, calibration, ranked)
             for chained in recommended_chain_costs(loaded, spec, ranked, itl_target):
                 print_chain_costs(console, chained)
         return
@@ -230,6 +234,12 @@ def render_command(
             continue
         for path in render_model(objects[profile], profile, loaded, out_dir):
             console.print(f"wrote {path}", highlight=False)
+        if model_plan.calibration is not None:
+            # The autoscaling knobs come from the plan's estimates (serving.compile.autoscaling).
+            console.print(
+                f"{spec.name}: autoscaling knobs from estimates "
+                f"{model_plan.calibration.summary()}", highlight=False, soft_wrap=True,
+            )  # fmt: skip
         report.print_verdicts(errors, model_plan, prefix=f"{spec.name}: ")
     if failed:
         raise typer.Exit(1)

@@ -4,9 +4,13 @@ profile expects (`workload.prefix_cache_hit_rate`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 
 from serving.plan.planner import Plan
+from serving.recommend.ranking import Candidate
+from serving.spec.calibration import Calibration
 from serving.spec.profile import ModelSpec
 
 
@@ -28,4 +32,26 @@ def print_assumed_hit_rate(console: Console, spec: ModelSpec) -> None:
         f"expected prefix-cache hit rate {hit_rate:g} (workload.prefix_cache_hit_rate): "
         "alerted on when vLLM measures less; the estimates still prefill whole prompts",
         style="dim", highlight=False,
+    )  # fmt: skip
+
+
+def print_recommend_calibration(
+    console: Console, calibration: Calibration, ranked: Sequence[Candidate]
+) -> None:
+    """Which candidate a calibration record scaled, naming the run, or that it scaled none."""
+    scaled = [c for c in ranked if c.calibrated_by]
+    where = f"{calibration.machine_type}, {calibration.layout.model_dump()}"
+    if scaled:
+        (candidate,) = scaled
+        console.print(
+            f"calibrated by {calibration.run} ({calibration.date}; {calibration.command}): "
+            f"{candidate.machine_type} {candidate.layout}'s estimates are scaled by what it "
+            "measured; the other candidates' are the planner's",
+            style="green", highlight=False, soft_wrap=True,
+        )  # fmt: skip
+        return
+    console.print(
+        f"warning: calibration ignored: {calibration.run} measured {where} on vLLM "
+        f"{calibration.vllm_version}, where no candidate runs",
+        style="yellow", highlight=False, soft_wrap=True,
     )  # fmt: skip

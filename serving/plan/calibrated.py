@@ -57,11 +57,13 @@ def _layout(layout: Layout) -> str:
 
 
 def applied(estimates: Estimates, calibration: Calibration) -> Estimates:
-    """The estimates times the record's ratios: latencies by TTFT and ITL, throughput by
-    requests/s (output tokens/s follows from it, as the planner derives it)."""
+    """The estimates times the record's ratios: latencies by TTFT and ITL (a prompt's prefill,
+    which a prefill replica's autoscaling target divides by, with its first token), throughput
+    by requests/s (output tokens/s follows from it, as the planner derives it)."""
     ratios = calibration.ratios
     return estimates.model_copy(
         update={
+            "prefill_s": estimates.prefill_s * ratios.ttft_p50,
             "ttft_s": estimates.ttft_s * ratios.ttft_p50,
             "itl_s": estimates.itl_s * ratios.itl_p50,
             "itl_at_batch_s": estimates.itl_at_batch_s * ratios.itl_p50,

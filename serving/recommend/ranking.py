@@ -5,6 +5,10 @@ Candidates whose cost is within the planner's measured throughput error of the w
 (serving.plan.accuracy) are marked as ties: the estimates cannot tell them apart. For
 mixture-of-experts models, DP+EP groups may span whole nodes where the machine type's GPUs have
 their own NICs (`MachineType.expert_parallel_across_nodes`).
+
+A calibration record (`serving.spec.calibration`) scales the estimates of the one candidate it
+was measured on (its machine type and layout, as the planner applies it); the others keep the
+planner's, and the candidate says which it has (`calibrated_by`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from serving.plan.accuracy import error_band
 from serving.plan.cost import usd_per_million_on
 from serving.plan.planner import Plan, plan
 from serving.plan.rules import valid_tensor_sizes
+from serving.spec.calibration import Calibration
 from serving.spec.parts import DEFAULT_ITL_TARGET_MS, DEFAULT_TTFT_TARGET_MS, Parallelism
 from serving.spec.profile import ModelSpec
 
@@ -65,6 +70,11 @@ class Candidate(Frozen):
         description="$ per million output tokens with the nodes obtained each way (on_demand, "
         "spot, flex_start, reservation); None where the machine type is not sold so or no "
         "price is known.",
+    )
+    calibrated_by: str | None = Field(
+        default=None,
+        description="The bench run (bench.json) whose calibration record scaled this "
+        "candidate's estimates: only the machine type and layout it measured.",
     )
 
 
@@ -113,7 +123,11 @@ class _Scored:
 
 
 def _score_all(
-    spec: ModelSpec, itl_target_s: float, ttft_target_s: float, prices: Mapping[str, float] | None
+    spec: ModelSpec,
+    itl_target_s: float,
+    ttft_target_s: float,
+    prices: Mapping[str, float] | None,
+    calibration: Calibration | None = None,
 ) -> list[_Scored]:
     # The same layout on a 2-, 4- or 8-GPU node of one series costs the same per replica (the
     # larger nodes pack more replicas): plan it once, on the smallest node that holds it.
@@ -124,7 +138,9 @@ def _score_all(
             if (machine.gke_accelerator, layout.label) in seen:
                 continue
             seen.add((machine.gke_accelerator, layout.label))
-            variant_plan = plan(_variant(spec, machine, layout), prices, itl_target_s)
+            variant_plan = plan(
+                _variant(spec, machine, layout), prices, itl_target_s, calibration=calibration
+            )
             why_not = _disqualified(variant_plan, itl_target_s, ttft_target_s)
             scored.append(_Scored(machine, layout, variant_plan, why_not))
     return scored
@@ -147,9 +163,11 @@ def recommend(
     itl_target_s: float,
     ttft_target_s: float,
     prices: Mapping[str, float] | None = None,
+    calibration: Calibration | None = None,
 ) -> list[Candidate]:
-    """Every machine type and layout for the model, best first."""
-    scored = _score_all(spec, itl_target_s, ttft_target_s, prices)
+    """Every machine type and layout for the model, best first; the one `calibration` was
+    measured on with its estimates scaled by it."""
+    scored = _score_all(spec, itl_target_s, ttft_target_s, prices, calibration)
     eligible = sorted((s for s in scored if s.why_not is None), key=lambda s: s.cost)
     rejected = sorted((s for s in scored if s.why_not is not None), key=lambda s: s.cost)
     band = error_band(spec.architecture.is_moe, "saturation").band
@@ -194,6 +212,11 @@ def recommend(
                     (v.code for v in item.plan.verdicts if v.severity == "error"), None
                 ),
                 usd_per_million_by_mode=by_mode(item.plan, item.machine, prices),
+                calibrated_by=(
+                    item.plan.calibration.run
+                    if item.plan.calibration is not None and item.plan.calibration.applied
+                    else None
+                ),
             )
         )
     return candidates
