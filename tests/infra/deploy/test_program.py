@@ -30,8 +30,10 @@ from repo import REPO
 from infra.deploy.components.identity import NODE_ROLES
 from infra.kube.manifests import resource_name
 from infra.kube.router_code import ships_router
+from infra.platform.alerts import prefix_hit_rate_rule
 from infra.platform.config import load_stack
 from serving import catalog
+from serving.compile.environment import forwards_body
 from serving.compile.scheduling import MACHINE_TYPE_LABEL
 
 STACKS = ["dev", "prod"]
@@ -130,11 +132,14 @@ class TestShippedStacks:
             NODE_POOL: 1 + steps_of(stack),
             "kubernetes:cloud.google.com/v1:ComputeClass": len(PLANNED_CHAINS[stack]),
             # Observability: one dashboard; an email channel per address; five alert policies
-            # per model, two more (routing) per model on servestack's router, and one per GPU
-            # model the pools keep nodes of.
+            # per model, two more (routing) per model on servestack's router, one (truncated
+            # bodies) per model whose body HAProxy forwards to its router, one per model that
+            # assumes a prefix-cache hit rate, and one per GPU model the pools keep nodes of.
             "gcp:monitoring/dashboard:Dashboard": 1,
             "gcp:monitoring/alertPolicy:AlertPolicy": 5 * len(models)
             + 2 * sum(1 for spec in models if ships_router(spec))
+            + sum(1 for spec in models if forwards_body(spec))
+            + sum(1 for spec in models if prefix_hit_rate_rule(spec) is not None)
             + len(gpus_kept),
         } | (
             {"gcp:monitoring/notificationChannel:NotificationChannel": len(emails)}
