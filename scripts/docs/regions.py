@@ -42,10 +42,10 @@ def pages() -> list[Path]:
 
 
 def makers() -> dict[str, Maker]:
-    from scripts.docs import front, measured, observe, planning, reference, reruns
+    from scripts.docs import front, measured, measured_url, observe, planning, reference, reruns
 
     found: dict[str, Maker] = {}
-    for module in (front, reference, observe, planning, measured, reruns):
+    for module in (front, reference, observe, planning, measured, measured_url, reruns):
         clash = set(found) & set(module.REGIONS)
         assert not clash, f"regions made twice: {sorted(clash)}"
         found.update(module.REGIONS)

@@ -13,8 +13,9 @@ from pathlib import Path
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files, InclusionLevel
 
-# What a page may show or link of a run; logs/ and anything else a local run leaves are not.
-SHOWN = (".json", ".png")
+# What a page may show or link of a run (reports, charts, calibration records); logs/ and
+# anything else a local run leaves are not.
+SHOWN = (".json", ".png", ".yaml")
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
