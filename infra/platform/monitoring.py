@@ -32,6 +32,7 @@ from infra.platform.promql import (
 from serving.catalog.pins import KUBERAY_CHART
 from serving.catalog.ray_ports import METRICS, SERVE_HAPROXY_METRICS
 from serving.compile.compiler import CompiledModel
+from serving.compile.environment import forwards_body
 from serving.compile.routers import SERVESTACK_ROUTERS
 from serving.observability import metrics
 from serving.observability.metrics import engine
@@ -123,6 +124,16 @@ def model_panels(model: CompiledModel) -> list[Panel]:
         if spec.router.kind in SERVESTACK_ROUTERS
         else []
     )  # fmt: skip
+    if spec.router.kind in SERVESTACK_ROUTERS and spec.lora is not None:
+        routing.append(Panel("Router adapter placements/s by decision", {"{{decision}}": rate(
+            metrics.ROUTER_ADAPTER_DECISIONS, f'application="{spec.name}"', "decision"
+        )}))  # fmt: skip
+    if forwards_body(spec):
+        app = f'application="{spec.name}"'
+        routing.append(Panel("Bodies cut before the router/s (of those routed)", {
+            "cut": rate(metrics.INGRESS_ROUTER_TRUNCATIONS, app),
+            "routed": rate(metrics.INGRESS_ROUTER_REQUESTS, app),
+        }))  # fmt: skip
     eng, serve, edge = engine_match(spec), serve_match(spec), edge_match(spec)
     ttft = engine("vllm:time_to_first_token_seconds")
     itl = engine("vllm:inter_token_latency_seconds")
@@ -168,7 +179,7 @@ def model_panels(model: CompiledModel) -> list[Panel]:
                 "hit rate": f"{rate(engine('vllm:prefix_cache_hits'), eng)} / "
                 f"{rate(engine('vllm:prefix_cache_queries'), eng)}"
             },
-            "1",
+            "1", spec.workload.prefix_cache_hit_rate,  # line: the rate the profile expects
         ),
         Panel(
             "Replicas (running, target; line: max)",

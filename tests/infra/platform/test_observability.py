@@ -321,3 +321,27 @@ def test_the_router_panel_and_alerts_come_with_servestacks_routers(
     assert ("Router decisions/s by decision" in titles) is drawn
     routing = {"m-router-blind", "m-router-spilling"}
     assert (routing <= {rule.name for rule in alert_rules([compiled], {})}) is drawn
+
+
+def test_the_routing_panels_follow_what_the_profile_turns_on() -> None:
+    """The truncation panel where HAProxy forwards the body to a router, the adapter panel
+    where a servestack router places LoRA adapters, and the hit-rate panel's line at the rate
+    the profile expects (none where it expects none)."""
+    from planner_support import spec
+
+    def titles(model_spec: Any) -> dict[str, Any]:
+        return {p.title: p for p in model_panels(compile_spec(model_spec))}
+
+    truncation = "Bodies cut before the router/s (of those routed)"
+    adapters = "Router adapter placements/s by decision"
+    blind = titles(spec(router="power_of_two"))
+    assert truncation not in blind and adapters not in blind
+    assert blind["Prefix-cache hit rate"].threshold is None
+    routed = titles(spec(router="servestack_prefix_affinity", workload={
+        "prefix_cache_hit_rate": 0.6}))  # fmt: skip
+    assert set(routed[truncation].queries) == {"cut", "routed"}
+    assert adapters not in routed
+    assert routed["Prefix-cache hit rate"].threshold == 0.6
+    lora = load_stack("lora", REPO)
+    shown = {t for s in lora.profiles.values() if s.lora for t in titles(s)}
+    assert adapters in shown
