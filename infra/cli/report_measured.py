@@ -30,7 +30,8 @@ def print_assumed_hit_rate(console: Console, spec: ModelSpec) -> None:
         return
     console.print(
         f"expected prefix-cache hit rate {hit_rate:g} (workload.prefix_cache_hit_rate): "
-        "alerted on when vLLM measures less; the estimates still prefill whole prompts",
+        "the estimates compute only the rest of each prompt, and an alert fires when vLLM "
+        "measures less",
         style="dim", highlight=False,
     )  # fmt: skip
 

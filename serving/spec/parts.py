@@ -238,8 +238,9 @@ class Workload(StrictFrozen):
     prefix_cache_hit_rate: float | None = Field(
         default=None, ge=0, lt=1,
         description="Share of prompt tokens the plan expects vLLM's prefix cache to serve "
-        "(prefix_cache_hits / prefix_cache_queries). Shown in `plan`; an alert fires when the "
-        "measured rate stays below it. Unset: the plan assumes none, and no alert.",
+        "(prefix_cache_hits / prefix_cache_queries): the estimates compute only the rest of "
+        "each prompt, and an alert fires when the measured rate stays below it. Unset: the "
+        "plan assumes none, and no alert.",
     )  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from serving.catalog import MachineType
 from serving.plan.collectives import comm_s
 from serving.plan.speed.decode import decode_step_s
-from serving.plan.speed.prefill import prefill_compute_s
+from serving.plan.speed.prefill import computed_prompt, prefill_compute_s
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
 
@@ -67,9 +67,9 @@ def mixed_step_s(
     decode = decode_step_s(spec, machine, layout, max(1, round(batch)), context)
     if prompt_tokens <= 0:
         return decode
-    prompt = spec.workload.input_tokens
+    prompt, cached = computed_prompt(spec)
     tokens = batch + prompt_tokens
-    prompt_s = prompt_tokens / prompt * prefill_compute_s(spec, layout, prompt, tokens)
+    prompt_s = prompt_tokens / prompt * prefill_compute_s(spec, layout, prompt, tokens, cached)
     comm = comm_s(spec, machine, layout, round(tokens)) - comm_s(
         spec, machine, layout, round(batch)
     )
@@ -83,7 +83,7 @@ def replacement_prompt_tokens(spec: ModelSpec, batch: float, recomputed: float =
     full KV cache makes it compute again) is computed in the steps after, batch x (input +
     recomputed) / output tokens a step, never more than the budget the batch leaves."""
     work = spec.workload
-    wanted = batch * (work.input_tokens + recomputed) / work.output_tokens
+    wanted = batch * (computed_prompt(spec)[0] + recomputed) / work.output_tokens
     return min(wanted, max(0.0, spec.max_num_batched_tokens - batch))
 
 
@@ -122,7 +122,7 @@ def queued_phase_s(
     work = spec.workload
     if queued_requests <= 0:
         return 0.0, 0.0
-    prompt_tokens = queued_requests * (work.input_tokens + recomputed_tokens)
+    prompt_tokens = queued_requests * (computed_prompt(spec)[0] + recomputed_tokens)
     decode_tokens = queued_requests * work.output_tokens
     budget_left = max(1, spec.max_num_batched_tokens - batch)
     steps = max(decode_tokens / batch, prompt_tokens / budget_left)

@@ -65,7 +65,26 @@ def _attention_width(spec: ModelSpec) -> float:
     return arch.num_attention_heads * (key_width + arch.head_dim) / 2
 
 
-def _mla_context_flops(spec: ModelSpec, tokens: int) -> float:
+def cached_prefix_tokens(spec: ModelSpec, prompt_tokens: int) -> int:
+    """Of a prompt of `prompt_tokens`, those the prefix cache is expected to serve
+    (`workload.prefix_cache_hit_rate`, none where unset). vLLM's scheduler starts a request at
+    the tokens its cached blocks hold (`num_computed_tokens`, vllm/v1/core/sched/scheduler.py,
+    vLLM 0.22) and computes only the rest, each attending over the whole prompt; it always
+    computes a prompt's last token, so a prompt is never served from the cache whole."""
+    rate = spec.workload.prefix_cache_hit_rate
+    if not rate:
+        return 0
+    return min(prompt_tokens - 1, int(prompt_tokens * rate))
+
+
+def computed_prompt(spec: ModelSpec) -> tuple[int, int]:
+    """The workload's mean prompt as vLLM computes it: the tokens it computes, and the cached
+    ones it skips (cached_prefix_tokens)."""
+    cached = cached_prefix_tokens(spec, spec.workload.input_tokens)
+    return spec.workload.input_tokens - cached, cached
+
+
+def _mla_context_flops(spec: ModelSpec, tokens: int, cached: int = 0) -> float:
     """What a chunked MLA prefill multiplies beyond the prompt's own tokens. vLLM's MLA prefill
     runs in the non-absorbed form (forward_mha): it up-projects the latent KV through kv_b_proj
     to every head's no-RoPE key and value (kv_lora_rank -> heads x (qk_nope + v)). A chunk's
@@ -73,29 +92,36 @@ def _mla_context_flops(spec: ModelSpec, tokens: int) -> float:
     the chunks before it, kept only as latents in the cache, so _compute_prefill_context gathers
     them and up-projects them again, for every later chunk and layer
     (vllm/model_executor/layers/attention/mla_attention.py, vLLM 0.22; since 0.7). A prompt of
-    n chunks of b tokens re-projects b x (0 + 1 + ... + n - 1) tokens."""
+    n chunks of b tokens re-projects b x (0 + 1 + ... + n - 1) tokens, and each chunk also the
+    `cached` tokens of a prefix the cache served."""
     arch = spec.architecture
     if arch.attention != "mla":
         return 0.0
     assert arch.kv_lora_rank is not None
     budget = spec.max_num_batched_tokens
     chunks = math.ceil(tokens / budget)
-    context_tokens = budget * chunks * (chunks - 1) / 2
+    context_tokens = budget * chunks * (chunks - 1) / 2 + chunks * cached
     # kv_b_proj: kv_lora_rank -> heads x (no-RoPE key width + value width), both head_dim.
     per_token = 2 * arch.kv_lora_rank * arch.num_attention_heads * 2 * arch.head_dim
     return context_tokens * per_token * arch.context_attention_layers
 
 
 def prefill_compute_s(
-    spec: ModelSpec, layout: Parallelism, tokens: int, step_tokens: float | None = None
+    spec: ModelSpec,
+    layout: Parallelism,
+    tokens: int,
+    step_tokens: float | None = None,
+    cached: int = 0,
 ) -> float:
-    """Math for `tokens` prompt tokens: the active weights, plus causal attention (half of the
-    tokens x tokens score and value products) at the attention kernel's efficiency, plus MLA's
+    """Math for `tokens` prompt tokens after `cached` ones the prefix cache served: the active
+    weights, plus causal attention (half of the tokens x tokens score and value products, and
+    all of them against the cached tokens) at the attention kernel's efficiency, plus MLA's
     re-projection of earlier chunks (_mla_context_flops, heads split over TP). Attention
     runs in BF16 whatever the weights' format: FP8 weights quantize the linear layers, not the
     query, key and value activations (vLLM's FlashAttention and FlashMLA prefill take BF16)."""
     arch = spec.architecture
-    attention_flops = 2 * tokens * tokens * _attention_width(spec) * arch.context_attention_layers
+    pairs = tokens * (tokens + 2 * cached)
+    attention_flops = 2 * pairs * _attention_width(spec) * arch.context_attention_layers
     generation = spec.gpu.compute_capability[0]
     if arch.attention_sinks and generation < 9:
         efficiency = fitted.TRITON_ATTENTION_MFU
@@ -103,15 +129,18 @@ def prefill_compute_s(
         efficiency = ATTENTION_MFU[generation]
     attention_s = attention_flops / (layout.tensor * spec.gpu.bf16_dense_flops * efficiency)
     mfu = PREFILL_MFU[generation]
-    context_s = _mla_context_flops(spec, tokens) / (layout.tensor * math_flops(spec) * mfu)
+    context_s = _mla_context_flops(spec, tokens, cached) / (layout.tensor * math_flops(spec) * mfu)
     # A lone prompt fills its steps up to the token budget; a saturated server's steps carry
     # other prompts and decodes too (`step_tokens`), which fills the experts' tiles.
     step = min(tokens, spec.max_num_batched_tokens) if step_tokens is None else step_tokens
     return matmul_s(spec, layout, tokens, mfu, step) + attention_s + context_s
 
 
-def prefill_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:
-    """Chunked prefill of one prompt: math-bound, at least one weight read per chunk."""
+def prefill_s(
+    spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int, cached: int = 0
+) -> float:
+    """Chunked prefill of `tokens` prompt tokens after `cached` ones the prefix cache served:
+    math-bound, at least one weight read per chunk."""
     chunks = math.ceil(tokens / spec.max_num_batched_tokens)
     hbm = spec.gpu.hbm_bandwidth_bytes_per_s
     dense = dense_weight_bytes_per_gpu(spec, layout)
@@ -129,7 +158,8 @@ def prefill_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens
     )
     comm = comm_s(spec, machine, layout, tokens) + (chunks - 1) * comm_s(spec, machine, layout, 0)
     step = fitted.STEP_OVERHEAD_S + layers_overhead_s(spec, layout)
-    return max(prefill_compute_s(spec, layout, tokens), memory_s) + comm + chunks * step
+    compute_s = prefill_compute_s(spec, layout, tokens, cached=cached)
+    return max(compute_s, memory_s) + comm + chunks * step
 
 
 def prompt_lengths(mean_tokens: int, points: int = PROMPT_LENGTH_POINTS) -> list[int]:
@@ -157,7 +187,8 @@ def ttft_s(
     per-sequence work (scheduling, sampling, detokenizing). Prompts are spread like a chat
     workload's around the workload's mean (prompt_lengths), none longer than max_model_len
     leaves room for, or all of its length where `spread` is off (a synthetic benchmark's fixed
-    prompts)."""
+    prompts); of each, only what the prefix cache is not expected to serve is computed
+    (cached_prefix_tokens)."""
     work = spec.workload
     wait = 0.0
     if running:
@@ -168,7 +199,9 @@ def ttft_s(
     longest = max(1, spec.max_model_len - work.output_tokens)
     lengths = prompt_lengths(work.input_tokens) if spread else [work.input_tokens]
     lengths = [min(length, longest) for length in lengths]
+    cached = [cached_prefix_tokens(spec, length) for length in lengths]
     joined_step = statistics.fmean(
-        prefill_s(spec, machine, layout, length + running) for length in lengths
+        prefill_s(spec, machine, layout, length - hit + running, cached=hit)
+        for length, hit in zip(lengths, cached, strict=True)
     )
     return fitted.TTFT_FLOOR_S + joined_step + fitted.PER_SEQUENCE_STEP_S * running + wait

@@ -19,7 +19,7 @@ from serving.plan.speed.mixed import (
     queued_phase_s,
     recomputed_prompt_tokens,
 )
-from serving.plan.speed.prefill import prefill_compute_s, prefill_s, ttft_s
+from serving.plan.speed.prefill import computed_prompt, prefill_compute_s, prefill_s, ttft_s
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
 
@@ -115,13 +115,13 @@ def served_burst_s(
     `batch` prompts fill the batch, the rest join it in mixed steps as sequences finish (each
     computed again as often as the KV cache forces, `recomputed_prompt_tokens`), then the batch
     drains."""
-    work = spec.workload
     first = min(float(batch), requests)
     per_rank_kv = mem.kv_capacity_tokens // layout.data
     recomputed = recomputed_prompt_tokens(spec, per_rank_kv)
     queued, _ = queued_phase_s(spec, machine, layout, batch, requests - first, recomputed)
     # The first prompts fill whole steps of the token budget together.
-    prompt_s = prefill_compute_s(spec, layout, work.input_tokens, spec.max_num_batched_tokens)
+    new, cached = computed_prompt(spec)
+    prompt_s = prefill_compute_s(spec, layout, new, spec.max_num_batched_tokens, cached)
     return first * prompt_s + queued + drain_s(spec, machine, layout, batch, requests)
 
 
@@ -170,7 +170,8 @@ def estimates(
     work = spec.workload
     # P/D: the prefill side's prompt ends once its KV cache reaches the decode side.
     transfer = _kv_transfer_s(spec, machine) if role == "prefill" else 0.0
-    prompt = prefill_s(spec, machine, layout, work.input_tokens) + transfer
+    new, cached = computed_prompt(spec)
+    prompt = prefill_s(spec, machine, layout, new, cached) + transfer
     context = work.input_tokens + work.output_tokens // 2
     itl_1 = decode_step_s(spec, machine, layout, 1, context)
 
@@ -188,7 +189,8 @@ def estimates(
         return closed_loop(spec, machine, role, layout, mem, batch, concurrency, prompt, transfer)
     step = decode_step_s(spec, machine, layout, batch, context)
     requests = burst_requests / layout.data
-    prompt_s = prefill_compute_s(spec, layout, work.input_tokens, spec.max_num_batched_tokens)
+    new, cached = computed_prompt(spec)
+    prompt_s = prefill_compute_s(spec, layout, new, spec.max_num_batched_tokens, cached)
     # A prefill-only replica pays no decode, a decode-only one no prefill; a server computes
     # the prompts that replace finished sequences in the steps that decode the others.
     seconds = {
