@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,6 +22,14 @@ from serving.plan.planner import plan
 # messages are asserted whole. (Piped stdout is fixed at 110 columns by the CLI itself.)
 WIDE = 1000
 NARROW = 80  # what rich assumes when stderr is not a terminal and COLUMNS is unset
+
+
+def interruptible() -> None:
+    """`preexec_fn` of a CLI a test stops with SIGINT, as Ctrl-C would: SIGINT back to its
+    default. A shell running the suite in the background (`cmd &` without job control, as CI
+    scripts do) starts it with SIGINT ignored, which its children inherit, and Python installs
+    no KeyboardInterrupt handler for a signal ignored at start: the CLI would never see it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def servestack_command() -> list[str]:

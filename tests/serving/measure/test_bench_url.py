@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import psutil
-from cli_support import servestack_command
+from cli_support import interruptible, servestack_command
 from conftest import KEY, MODEL_PROFILE, bench, served
 
 from serving.measure.run import SWEEP_LEVELS
@@ -90,7 +90,9 @@ def test_ctrl_c_ends_the_load_generator_and_writes_nothing(root: Path, endpoint:
                "--out", "runs/stopped", "--workload", "decode-heavy", "--requests", "40",
                "--repeats", "1", "--concurrency", "2"]  # fmt: skip
     env = os.environ | {"SERVESTACK_API_KEY": KEY}
-    bench_process = subprocess.Popen(command, cwd=root, env=env, stderr=subprocess.PIPE, text=True)
+    bench_process = subprocess.Popen(
+        command, cwd=root, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible
+    )
     assert bench_process.stderr is not None
     # Running: the first answers are in.
     for line in bench_process.stderr:

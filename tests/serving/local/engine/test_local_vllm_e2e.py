@@ -28,7 +28,7 @@ import openai
 import psutil
 import pytest
 import yaml
-from cli_support import copy_repo, run, servestack_command
+from cli_support import copy_repo, interruptible, run, servestack_command
 from vllm_serve_support import MODEL, STACK, Running, served_by_vllm
 
 from serving.catalog import pins
@@ -313,8 +313,9 @@ def test_ctrl_c_leaves_no_request_running(running: Running, url_run: UrlRun) -> 
                MODEL, "--out", "runs/stopped", "--workload", "decode-heavy", "--requests",
                "20", "--repeats", "1", "--concurrency", "4"]  # fmt: skip
     bench_process = subprocess.Popen(
-        command, cwd=url_run.root, env=os.environ, stderr=subprocess.PIPE, text=True
-    )
+        command, cwd=url_run.root, env=os.environ, stderr=subprocess.PIPE, text=True,
+        preexec_fn=interruptible,
+    )  # fmt: skip
     assert bench_process.stderr is not None
     for line in bench_process.stderr:
         if line.strip().startswith("2/20"):
