@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from infra.cli import bench_url, check_edge, report
+from infra.cli import bench_url, check_edge, report, report_platform
 from infra.cli import capacity as cli_capacity
 from infra.cli import faults as cli_faults
 from infra.cli import local as cli_local
@@ -182,7 +182,7 @@ def pools_command(
     """
     platform = plan_platform(load_stack(stack))
     if not as_json:
-        report.print_platform(console, platform)
+        report_platform.print_platform(console, platform)
         return
     document = platform.model_dump(mode="json")
     for printed, pool in zip(document["gpu_pools"], platform.gpu_pools, strict=True):
