@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from serving.local.engine.tiny_models import BUILD_DIR as MODELS_DIR
-from serving.local.engine.tiny_models import SEED, Family, tiny_model
+from serving.local.engine.tiny_models import SEED, Family, made_once, tiny_model
 
 BUILD_DIR = MODELS_DIR.parent / "tiny-adapters"
 # The projections both tiny families have and vLLM's LoRA layers cover (its packed qkv_proj
@@ -64,23 +61,12 @@ def adapter_dir(family: Family, name: str, rank: int, root: Path = BUILD_DIR) ->
 
 
 def tiny_adapter(family: Family, name: str, rank: int, root: Path = BUILD_DIR) -> Path:
-    """The adapter's directory, made on first use (in a temporary directory, then renamed, so a
-    run that dies midway leaves no half-made adapter behind)."""
-    target = adapter_dir(family, name, rank, root)
-    if (target / "adapter_config.json").exists():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
-    try:
-        _make(family, name, rank, scratch)
-        try:
-            os.rename(scratch, target)
-        except OSError:  # another process made it first: theirs is the same adapter
-            shutil.rmtree(scratch, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    return target
+    """The adapter's directory, made on first use (made_once)."""
+    return made_once(
+        adapter_dir(family, name, rank, root),
+        "adapter_config.json",
+        lambda into: _make(family, name, rank, into),
+    )
 
 
 def _make(family: Family, name: str, rank: int, directory: Path) -> None:

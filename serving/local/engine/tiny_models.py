@@ -18,6 +18,7 @@ import os
 import random
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -88,24 +89,29 @@ def model_dir(family: Family, root: Path = BUILD_DIR) -> Path:
     return root / f"{family}-{digest[:12]}"
 
 
-def tiny_model(family: Family, root: Path = BUILD_DIR) -> Path:
-    """The family's tiny model directory, made on first use (in a temporary directory, then
-    renamed, so a run that dies midway leaves no half-made model behind)."""
-    target = model_dir(family, root)
-    if (target / "config.json").exists():
+def made_once(target: Path, marker: str, make: Callable[[Path], None]) -> Path:
+    """`target`, made by `make` on first use (in a temporary directory beside it, then renamed,
+    so a run that dies midway leaves nothing half-made behind); made already once `marker`, a
+    file `make` writes, is in it."""
+    if (target / marker).exists():
         return target
-    root.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{family}-", dir=root))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        _make(family, scratch)
+        make(scratch)
         try:
             os.rename(scratch, target)
-        except OSError:  # another process made it first: theirs is the same model
+        except OSError:  # another process made it first: theirs is the same
             shutil.rmtree(scratch, ignore_errors=True)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return target
+
+
+def tiny_model(family: Family, root: Path = BUILD_DIR) -> Path:
+    """The family's tiny model directory, made on first use (made_once)."""
+    return made_once(model_dir(family, root), "config.json", lambda into: _make(family, into))
 
 
 def _corpus_lines(count: int) -> list[str]:
