@@ -127,7 +127,7 @@ def served_by_vllm(log_dir: Path) -> Iterator[Running]:
         )  # fmt: skip
         watch = ShmWatch(cli.pid)
         try:
-            _await_line(cli, "is serving the OpenAI API", log_path)
+            await_line(cli, "is serving the OpenAI API", log_path)
             endpoint = f"http://127.0.0.1:{port}"
             client = openai.OpenAI(base_url=f"{endpoint}/v1", api_key="unused", max_retries=0)
             assert any("haproxy" in p for p in session_processes(cli.pid))
@@ -153,7 +153,8 @@ def served_by_vllm(log_dir: Path) -> Iterator[Running]:
     assert written_by_default() - before == set(), "the local run wrote outside its places"
 
 
-def _await_line(process: subprocess.Popen[str], text: str, log_path: Path) -> None:
+def await_line(process: subprocess.Popen[str], text: str, log_path: Path) -> None:
+    """Wait for the CLI to print `text` (its readiness line); fail with its log's tail."""
     assert process.stdout is not None
     stdout = process.stdout
     seen = threading.Event()

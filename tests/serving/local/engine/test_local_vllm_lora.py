@@ -20,7 +20,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 import openai
 import pytest
 from repo import REPO
+from vllm_serve_support import await_line
 
 from infra.platform.config import load_stack
 from serving.local.engine.tiny_adapters import tiny_adapter
@@ -38,7 +38,6 @@ from serving.spec.profile import ModelSpec
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
 
 STACK = "lora"
-READY_TIMEOUT_S = 900
 STOP_TIMEOUT_S = 300
 # vLLM's extension: exactly max_tokens (random weights may pick EOS at any step).
 GREEDY = {"ignore_eos": True, "temperature": 0.0, "seed": 7}
@@ -76,7 +75,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             start_new_session=True,
         )  # fmt: skip
         try:
-            _await_line(cli, "is serving the OpenAI API", log_path)
+            await_line(cli, "is serving the OpenAI API", log_path)
             yield f"http://127.0.0.1:{port}"
         finally:
             cli.send_signal(signal.SIGINT)
@@ -86,24 +85,6 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 os.killpg(cli.pid, signal.SIGKILL)
                 pytest.fail(f"serve did not stop within {STOP_TIMEOUT_S} s; {log_path}")
     assert cli.returncode == 0, log_path.read_text()[-2000:]
-
-
-def _await_line(process: subprocess.Popen[str], text: str, log_path: Path) -> None:
-    assert process.stdout is not None
-    stdout = process.stdout
-    seen = threading.Event()
-
-    def read() -> None:
-        for line in stdout:
-            if text in line:
-                seen.set()
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(READY_TIMEOUT_S)  # ends on the line, or when the CLI exits (stdout closes)
-    if not seen.is_set():
-        raise AssertionError(f"not serving: {log_path.read_text()[-3000:]}")
 
 
 @pytest.fixture(scope="module")
