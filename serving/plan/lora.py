@@ -26,6 +26,13 @@ CPU memory: vLLM keeps up to `max_cpu_loras` adapters loaded in each worker proc
 its shard when it copies an adapter into a GPU slot). The layout above at the adapter's rank,
 with tp = 1, bounds it from above (an adapter that targets fewer modules is smaller).
 
+Load time: an adapter not in a worker's CPU cache is read from disk within the engine step that
+first needs it (`vllm/lora/worker_manager.py` `_apply_adapters` -> `add_adapter` ->
+`_load_adapter`, called from the model runner before the step's forward pass), so the whole batch
+waits for it. Its safetensors, whole at its rank, come from the weights bucket's Cloud Storage
+FUSE mount with one reader: one fio job's share of gcsfuse's sequential-read benchmark. The copy
+into a GPU slot (tens of MB over PCIe, a few ms) is left out.
+
 Decode cost: Punica (Chen et al., "Punica: Multi-Tenant LoRA Serving", MLSys 2024,
 arXiv:2310.18547, abstract and section 7) measures its batched LoRA kernel (SGMV, the kernel
 vLLM's Punica wrapper descends from) adding about 2 ms per generated token to a batch mixing
@@ -54,6 +61,10 @@ LORA_DTYPE_BYTES = 2
 # Punica's measured cost of its batched LoRA kernels, per generated token (arXiv:2310.18547).
 LORA_DECODE_STEP_S = 2e-3
 LORA_DECODE_SOURCE = "Punica, arXiv:2310.18547: about 2 ms per token for batched LoRA kernels"
+# One reader's share of Cloud Storage FUSE's sequential reads: 13,433.4 MB/s over 10 fio jobs
+# reading 100 MiB files (gcsfuse v3.4.3, C4-standard-192 at 200 Gbps; github.com/
+# GoogleCloudPlatform/gcsfuse docs/benchmarks.md, "Sequential Reads").
+ADAPTER_READ_BYTES_PER_S = 13_433.4e6 / 10
 
 
 def weights_per_slot(spec: ModelSpec, rank: int, tensor: int = 1, pipeline: int = 1) -> int:
@@ -76,6 +87,17 @@ def weights_per_slot(spec: ModelSpec, rank: int, tensor: int = 1, pipeline: int 
     return layers * per_layer + once
 
 
+def adapter_bytes(spec: ModelSpec, rank: int) -> int:
+    """One adapter at `rank` as a worker loads it: whole (every module, no TP shard), BF16."""
+    return weights_per_slot(spec, rank) * LORA_DTYPE_BYTES
+
+
+def adapter_load_s(spec: ModelSpec, rank: int) -> float:
+    """Seconds one load of an adapter at `rank` from the weights bucket's mount holds up the
+    engine step that needs it (the module says why)."""
+    return adapter_bytes(spec, rank) / ADAPTER_READ_BYTES_PER_S
+
+
 def gpu_bytes(spec: ModelSpec, layout: Parallelism) -> int:
     """What vLLM preallocates on each GPU of a replica: max_loras slots at max_lora_rank."""
     if spec.lora is None:
@@ -90,10 +112,7 @@ def cpu_bytes_per_worker(spec: ModelSpec) -> int:
     largest of the profile's adapters, each whole at its own rank."""
     if spec.lora is None:
         return 0
-    sizes = sorted(
-        (weights_per_slot(spec, a.rank) * LORA_DTYPE_BYTES for a in spec.lora.adapters),
-        reverse=True,
-    )
+    sizes = sorted((adapter_bytes(spec, a.rank) for a in spec.lora.adapters), reverse=True)
     return sum(sizes[: spec.lora.cpu_loras])
 
 
@@ -118,13 +137,17 @@ class LoraPlan(Frozen):
     all_adapters_resident: bool = Field(
         description="Every adapter fits in CPU memory at once: none is ever reloaded."
     )
+    load_s: float = Field(
+        description="What loading the largest adapter from the bucket's mount adds to the "
+        "engine step that needs it (every request in the batch waits)."
+    )
 
     @property
     def summary(self) -> str:
         return (
             f"{self.adapters} adapters, {self.adapters_on_gpu} per step on the GPU, "
             f"{self.adapters_in_cpu} held in CPU memory; {self.gpu_bytes_per_gpu / GIB:.2f} GiB "
-            f"per GPU at rank {self.max_lora_rank}"
+            f"per GPU at rank {self.max_lora_rank}; a load stalls a step {self.load_s * 1e3:.0f} ms"
         )
 
 
@@ -142,6 +165,7 @@ def lora_plan(spec: ModelSpec, layout: Parallelism) -> LoraPlan | None:
         cpu_bytes_per_worker=cpu_bytes_per_worker(spec),
         decode_step_overhead_s=LORA_DECODE_STEP_S,
         all_adapters_resident=lora.cpu_loras >= len(lora.adapters),
+        load_s=max(adapter_load_s(spec, adapter.rank) for adapter in lora.adapters),
     )
 
 

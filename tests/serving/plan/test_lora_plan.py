@@ -77,6 +77,16 @@ class TestCpuMemory:
         assert held is not None and held.all_adapters_resident
 
 
+class TestLoadTime:
+    def test_a_load_reads_the_whole_adapter_at_one_gcsfuse_readers_share(self) -> None:
+        """Rank 16: 46,178,304 weights, 92,356,608 bytes in BF16; one of gcsfuse's 10 fio jobs
+        read 1,343.34 MB/s; so 68.75 ms, and the plan names the largest adapter's."""
+        assert lora.adapter_bytes(lora_spec(), 16) == 92_356_608
+        assert lora.adapter_load_s(lora_spec(), 16) == pytest.approx(0.068752, rel=1e-4)
+        held = lora.lora_plan(lora_spec(8, 16), Parallelism(tensor=2))
+        assert held is not None and held.load_s == pytest.approx(0.068752, rel=1e-4)
+
+
 class TestKvCache:
     def test_the_slots_come_out_of_the_kv_cache(self) -> None:
         base = memory(spec(source="gs://wts/base"), Parallelism())
