@@ -24,6 +24,12 @@ from serving.observability.metrics import (
     EngineMetric,
 )
 
+# Not one of vLLM's metrics (vLLM 0.22 counts no adapter loads): the simulated engine's own count
+# of the LoRA adapters it loaded into a worker, which the bench reads over each load.
+ADAPTER_LOADS = EngineMetric(
+    "servestack:simulated_adapter_loads", "counter",
+    "LoRA adapters the simulated engine loaded from storage into its worker.",
+)  # fmt: skip
 # A simulated request always runs to max_tokens (vllm.v1.engine.FinishReason.LENGTH).
 FINISHED_BY_LENGTH = "length"
 # Ray 2.56 exports a gauge only if it was set since the last export (its OpenTelemetry recorder
@@ -64,6 +70,7 @@ class EngineMetrics:
         self._refresher: asyncio.Task[None] | None = None
         self._tags = {"model_name": model_name, "engine": "0", RAY_REPLICA_LABEL: _replica_id()}
         self._metrics = {name: _make(metric) for name, metric in ENGINE_METRICS.items()}
+        self._metrics[ADAPTER_LOADS.vllm_name] = _make(ADAPTER_LOADS)
 
     def _counter(self, name: str, value: float, **extra: str) -> None:
         if value > 0:
@@ -87,6 +94,10 @@ class EngineMetrics:
     def scheduled(self, waited_s: float) -> None:
         """A request left the waiting queue for a running batch after `waited_s`."""
         self._observe("vllm:request_queue_time_seconds", waited_s)
+
+    def adapter_loaded(self, adapter: str) -> None:
+        """The worker loaded an adapter (the step that needed it waited)."""
+        self._counter(ADAPTER_LOADS.vllm_name, 1)
 
     def admitted(self, prompt_tokens: int, cached_tokens: int) -> None:
         self._counter("vllm:prefix_cache_queries", prompt_tokens)

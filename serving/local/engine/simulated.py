@@ -11,6 +11,11 @@ Routing stats ride on standard OpenAI fields, so they survive every path through
 - `system_fingerprint` names the replica that served the request ("sim-<replica id>");
 - `usage.prompt_tokens_details.cached_tokens` says how much of the prompt hit the prefix cache
   (streams carry usage when the request asks for `stream_options.include_usage`).
+
+LoRA: the engine serves the adapters its engine arguments name as vLLM's static `lora_modules`
+(model ids `base:adapter`, as the compiler writes them under direct streaming; their paths are not
+read), listed in `/v1/models`, with vLLM's `max_loras` and `max_cpu_loras` (`AdapterCache`); it
+counts each adapter it loads in its metrics.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from ray.serve.exceptions import RayServeException
 from serving.local.engine.metrics import EngineMetrics
 from serving.local.engine.simulation import FINGERPRINT_PREFIX as FINGERPRINT_PREFIX
 from serving.local.engine.simulation import (
+    AdapterCache,
     PrefixCache,
     SimulationSettings,
     StepLoop,
@@ -71,12 +77,31 @@ class SimulatedRequestError(Exception):
 
 
 class _Generation:
-    """One request's prompt, admitted to the prefix cache, and its output budget."""
+    """One request's prompt, admitted to the prefix cache, its output budget and adapter."""
 
-    def __init__(self, prompt_tokens: int, cached_tokens: int, max_tokens: int) -> None:
+    def __init__(
+        self, prompt_tokens: int, cached_tokens: int, max_tokens: int, adapter: str | None = None
+    ) -> None:
         self.prompt_tokens = prompt_tokens
         self.cached_tokens = cached_tokens
         self.max_tokens = max_tokens
+        self.adapter = adapter
+
+
+def served_adapters(engine_kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """The adapter model ids (`base:adapter`) vLLM's static `lora_modules` name."""
+    if not engine_kwargs.get("enable_lora"):
+        return ()
+    return tuple(str(module["name"]) for module in engine_kwargs.get("lora_modules") or ())
+
+
+def adapter_cache(engine_kwargs: dict[str, Any]) -> AdapterCache | None:
+    """vLLM's LoRA slots for the engine arguments (its defaults: max_loras 1, max_cpu_loras
+    max_loras); None without LoRA."""
+    if not engine_kwargs.get("enable_lora"):
+        return None
+    gpu = int(engine_kwargs.get("max_loras") or 1)
+    return AdapterCache(gpu, int(engine_kwargs.get("max_cpu_loras") or gpu))
 
 
 class SimulatedEngine(LLMEngine):
@@ -90,7 +115,8 @@ class SimulatedEngine(LLMEngine):
         self.settings = SimulationSettings.from_env()
         self.cache = PrefixCache(self.settings.cache_tokens, self.settings.block_tokens)
         self.fingerprint = FINGERPRINT_PREFIX + uuid.uuid4().hex[:8]
-        self.steps = StepLoop(self.settings)
+        self.adapters = served_adapters(engine_kwargs)
+        self.steps = StepLoop(self.settings, adapter_cache(engine_kwargs))
         self.requests_served = 0
         self.metrics: EngineMetrics | None = None
 
@@ -107,6 +133,8 @@ class SimulatedEngine(LLMEngine):
                 self.model_id, self.steps.queue_lengths, self.settings.cache_tokens
             )
             self.steps.on_scheduled = self.metrics.scheduled
+            if self.steps.adapters is not None:
+                self.steps.adapters.on_load = self.metrics.adapter_loaded
 
     async def check_health(self) -> None:
         return None
@@ -120,9 +148,10 @@ class SimulatedEngine(LLMEngine):
     # --- the simulation -------------------------------------------------------------------
 
     def _admit(self, model: str | None, prompt: str, max_tokens: int | None) -> _Generation:
-        if model is not None and model != self.model_id:
+        if model is not None and model != self.model_id and model not in self.adapters:
+            served = ", ".join(f"`{name}`" for name in (self.model_id, *self.adapters))
             raise SimulatedRequestError(
-                f"The model `{model}` does not exist; this server serves `{self.model_id}`.",
+                f"The model `{model}` does not exist; this server serves {served}.",
                 code=404,
                 param="model",
             )
@@ -142,13 +171,14 @@ class SimulatedEngine(LLMEngine):
         self.requests_served += 1
         if self.metrics is not None:
             self.metrics.admitted(len(tokens), cached)
-        return _Generation(len(tokens), cached, wanted)
+        adapter = model if model is not None and model != self.model_id else None
+        return _Generation(len(tokens), cached, wanted, adapter)
 
     async def _words(self, generation: _Generation) -> AsyncIterator[str]:
         """The output, paced by the replica's engine steps: the uncached prompt is prefilled in
         chunks beside the sequences already decoding, then one word comes per step."""
         uncached = generation.prompt_tokens - generation.cached_tokens
-        steps = self.steps.generate(uncached, generation.max_tokens)
+        steps = self.steps.generate(uncached, generation.max_tokens, generation.adapter)
         words: AsyncIterator[str] = (f" w{index}" async for index in steps)
         if self.metrics is not None:
             held = generation.prompt_tokens + generation.max_tokens
@@ -283,11 +313,11 @@ class SimulatedEngine(LLMEngine):
         """The OpenAI routes HAProxy sends to this replica under direct streaming, with
         vLLM's conventions: 400 with an OpenAI error body for a malformed request."""
         app = FastAPI(title=f"{self.model_id} (simulated engine)")
-        model_card = to_model_metadata(self.model_id, self.llm_config)
+        cards = [to_model_metadata(m, self.llm_config) for m in (self.model_id, *self.adapters)]
 
         @app.get("/v1/models")
         async def models() -> dict[str, Any]:
-            return ModelList(data=[model_card]).model_dump()
+            return ModelList(data=cards).model_dump()
 
         @app.get("/health")
         async def health() -> dict[str, str]:

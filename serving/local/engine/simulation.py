@@ -16,6 +16,13 @@ measured. Its numbers are only as good as the planner's estimates it is fed from
   `prefill_s_per_token` for every prompt token it prefills, so a long uncached prompt slows every
   sequence decoding beside it, as it does on a GPU. A prompt's last chunk yields its first token.
   All of it is multiplied by `time_scale`.
+- LoRA adapters, as vLLM 0.22 serves them (`AdapterCache`): a step runs sequences of at most
+  `max_loras` adapters (the scheduler skips a waiting request whose adapter would exceed them);
+  an adapter a step needs that the worker has not loaded is loaded within that step, so the whole
+  batch waits `adapter_load_s` for it, and the worker keeps `max_cpu_loras` of them, least
+  recently used first out. Every step of a replica serving adapters pays `lora_step_s` for the
+  LoRA kernels. The prefix cache is not keyed by adapter here (vLLM's is): the adapter workload's
+  prompts are unique.
 """
 
 from __future__ import annotations
@@ -60,6 +67,13 @@ class SimulationSettings(Frozen):
     max_num_batched_tokens: int = Field(ge=1, description="Tokens one engine step computes.")
     max_num_seqs: int = Field(ge=1, description="Sequences scheduled at once.")
     time_scale: float = Field(default=1.0, ge=0, description="Multiplies every simulated delay.")
+    adapter_load_s: float = Field(
+        default=0.0, ge=0,
+        description="Loading one LoRA adapter into a worker: added to the step that needs it.",
+    )  # fmt: skip
+    lora_step_s: float = Field(
+        default=0.0, ge=0, description="What LoRA kernels add to each step of a LoRA replica."
+    )
 
     def to_env(self) -> dict[str, str]:
         return {SETTINGS_ENV: self.model_dump_json()}
@@ -82,10 +96,15 @@ class SimulationSettings(Frozen):
     def prefill(self, uncached_tokens: int) -> float:
         return uncached_tokens * self.prefill_s_per_token * self.time_scale
 
-    def step(self, decoding: int, prefill_tokens: int) -> float:
+    def step(
+        self, decoding: int, prefill_tokens: int, adapter_loads: int = 0, lora: bool = False
+    ) -> float:
         """Seconds of one engine step that decodes `decoding` sequences and prefills
-        `prefill_tokens` prompt tokens."""
-        return (self.decode_step(decoding) if decoding else 0.0) + self.prefill(prefill_tokens)
+        `prefill_tokens` prompt tokens, loading `adapter_loads` adapters first, with LoRA
+        kernels where the replica serves adapters (`lora`)."""
+        compute = (self.decode_step(decoding) if decoding else 0.0) + self.prefill(prefill_tokens)
+        extra = adapter_loads * self.adapter_load_s + (self.lora_step_s if lora else 0.0)
+        return compute + extra * self.time_scale
 
 
 def settings_from_plan(
@@ -109,6 +128,7 @@ def settings_from_plan(
     if batch > 1:
         slope = (decode_step_s(spec, machine, layout, batch, context) - step_1) / (batch - 1)
     capacity = group.memory.kv_capacity_tokens // layout.data
+    adapters = group.lora
     return SimulationSettings(
         # A full chunk's marginal cost per token: what a long prompt pays for each token.
         prefill_s_per_token=prefill_s(spec, machine, layout, chunk) / chunk,
@@ -119,6 +139,8 @@ def settings_from_plan(
         max_num_batched_tokens=chunk,
         max_num_seqs=spec.max_num_seqs,
         time_scale=time_scale,
+        adapter_load_s=adapters.load_s if adapters is not None else 0.0,
+        lora_step_s=adapters.decode_step_overhead_s if adapters is not None else 0.0,
     )
 
 
@@ -226,10 +248,52 @@ class PrefixCache:
         return tokenize(text) if isinstance(text, str) else []
 
 
-class _Sequence:
-    """One request inside the step loop: prompt tokens still to prefill, tokens to emit."""
+class AdapterCache:
+    """A worker's LoRA adapters, as vLLM 0.22 keeps them: at most `gpu_slots` distinct adapters
+    among the sequences a step runs (`max_loras`: the check in `vllm/v1/core/sched/
+    scheduler.py`'s waiting loop), and `cpu_slots` loaded (`max_cpu_loras`), the least recently
+    used evicted when another is loaded (`vllm/lora/worker_manager.py`,
+    `LRUCacheWorkerLoRAManager.add_adapter`). `loads` counts the loads from storage."""
 
-    def __init__(self, prefill_tokens: int, max_tokens: int) -> None:
+    def __init__(self, gpu_slots: int, cpu_slots: int) -> None:
+        if gpu_slots < 1:
+            raise ValueError(f"max_loras must be at least 1, got {gpu_slots}")
+        self.gpu_slots = gpu_slots
+        self.cpu_slots = max(cpu_slots, gpu_slots)
+        self._loaded: OrderedDict[str, None] = OrderedDict()
+        self.loads = 0
+        # Told of each load (the engine's metrics count them).
+        self.on_load: Callable[[str], None] | None = None
+
+    def loaded(self) -> list[str]:
+        """The adapters the worker holds, least recently used first."""
+        return list(self._loaded)
+
+    def apply(self, adapters: Iterable[str]) -> int:
+        """A step's adapters made ready, as the worker does before its forward pass: each one
+        not loaded is loaded (evicting the least recently used beyond `cpu_slots`), each one
+        touched. Returns how many were loaded."""
+        loads = 0
+        for adapter in dict.fromkeys(adapters):
+            if adapter in self._loaded:
+                self._loaded.move_to_end(adapter)
+                continue
+            if len(self._loaded) + 1 > self.cpu_slots:
+                self._loaded.popitem(last=False)
+            self._loaded[adapter] = None
+            loads += 1
+            if self.on_load is not None:
+                self.on_load(adapter)
+        self.loads += loads
+        return loads
+
+
+class _Sequence:
+    """One request inside the step loop: prompt tokens still to prefill, tokens to emit, and the
+    LoRA adapter it runs under (None: the base model)."""
+
+    def __init__(self, prefill_tokens: int, max_tokens: int, adapter: str | None = None) -> None:
+        self.adapter = adapter
         self.queued_s = time.monotonic()
         self.prefill_left = prefill_tokens
         self.output_left = max_tokens
@@ -246,13 +310,16 @@ class _Sequence:
 class StepLoop:
     """A replica's engine steps: continuous batching with chunked prefill, as vLLM V1 schedules.
 
-    Requests wait in arrival order; up to `max_num_seqs` are scheduled at once. Every step first
-    gives each decoding sequence its one token, then fills the rest of the token budget with
-    prompt chunks, oldest request first. The loop runs while there is work and sleeps otherwise.
+    Requests wait in arrival order; up to `max_num_seqs` are scheduled at once, and with
+    `adapters` a waiting request whose adapter would make more than `max_loras` in the batch
+    waits on while later ones go ahead. Every step first makes its adapters ready, then gives
+    each decoding sequence its one token and fills the rest of the token budget with prompt
+    chunks, oldest request first. The loop runs while there is work and sleeps otherwise.
     """
 
-    def __init__(self, settings: SimulationSettings) -> None:
+    def __init__(self, settings: SimulationSettings, adapters: AdapterCache | None = None) -> None:
         self.settings = settings
+        self.adapters = adapters
         self._waiting: list[_Sequence] = []
         self._scheduled: list[_Sequence] = []
         self._task: asyncio.Task[None] | None = None
@@ -270,10 +337,14 @@ class StepLoop:
         running = sum(1 for s in self._scheduled if s.output_left and not s.cancelled)
         return running, sum(1 for s in self._waiting if not s.cancelled)
 
-    async def generate(self, uncached_tokens: int, max_tokens: int) -> AsyncIterator[int]:
+    async def generate(
+        self, uncached_tokens: int, max_tokens: int, adapter: str | None = None
+    ) -> AsyncIterator[int]:
         """Yields 0, 1, ... as each output token is produced. At least one prompt token is
         always computed (vLLM recomputes the last one of a fully cached prompt)."""
-        sequence = _Sequence(max(uncached_tokens, 1), max_tokens)
+        if adapter is not None and self.adapters is None:
+            raise ValueError(f"adapter {adapter!r} asked of a replica that serves no adapters")
+        sequence = _Sequence(max(uncached_tokens, 1), max_tokens, adapter)
         self._waiting.append(sequence)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -288,10 +359,7 @@ class StepLoop:
         while True:
             self._scheduled = [s for s in self._scheduled if not s.cancelled and s.output_left]
             self._waiting = [s for s in self._waiting if not s.cancelled]
-            while self._waiting and len(self._scheduled) < settings.max_num_seqs:
-                self._scheduled.append(self._waiting.pop(0))
-                if self.on_scheduled is not None:
-                    self.on_scheduled(time.monotonic() - self._scheduled[-1].queued_s)
+            self._admit_waiting()
             if not self._scheduled:
                 return
             decoding = [s for s in self._scheduled if not s.prefill_left]
@@ -302,7 +370,11 @@ class StepLoop:
                     chunk = min(sequence.prefill_left, budget)
                     chunks.append((sequence, chunk))
                     budget -= chunk
-            duration = settings.step(len(decoding), sum(c for _, c in chunks))
+            loads = 0
+            if self.adapters is not None:
+                loads = self.adapters.apply(s.adapter for s in self._scheduled if s.adapter)
+            prefill = sum(c for _, c in chunks)
+            duration = settings.step(len(decoding), prefill, loads, self.adapters is not None)
             await asyncio.sleep(duration)
             self.steps += 1
             self.simulated_s += duration
@@ -312,3 +384,25 @@ class StepLoop:
                 sequence.prefill_left -= chunk
                 if not sequence.prefill_left:
                     sequence.emit()
+
+    def _admit_waiting(self) -> None:
+        """Waiting sequences into the batch, oldest first, while it has room; one whose adapter
+        would be one more than `max_loras` in the batch stays waiting (vLLM skips it)."""
+        running = {s.adapter for s in self._scheduled if s.adapter}
+        waiting = []
+        for sequence in self._waiting:
+            full = len(self._scheduled) >= self.settings.max_num_seqs
+            new_adapter = sequence.adapter is not None and sequence.adapter not in running
+            if full or (
+                new_adapter
+                and self.adapters is not None
+                and len(running) >= self.adapters.gpu_slots
+            ):
+                waiting.append(sequence)
+                continue
+            self._scheduled.append(sequence)
+            if sequence.adapter is not None:
+                running.add(sequence.adapter)
+            if self.on_scheduled is not None:
+                self.on_scheduled(time.monotonic() - sequence.queued_s)
+        self._waiting = waiting

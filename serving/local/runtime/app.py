@@ -38,7 +38,12 @@ from serving.compile.compiler import CompiledModel
 from serving.compile.patterns import llm_configs_of
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.engine.tiny_models import Family
-from serving.local.runtime.lora import LocalAdapter, profile_adapters, serve_adapters
+from serving.local.runtime.lora import (
+    LocalAdapter,
+    profile_adapters,
+    require_direct_streaming,
+    serve_adapters,
+)
 from serving.paths import BUILD_DIR
 from serving.spec.profile import ModelSpec
 
@@ -116,8 +121,12 @@ def local_application(
     in place of the profile's (`adapters`, the profile's own when not given)."""
     app = copy.deepcopy(compiled.application)
     served = profile_adapters(compiled.spec) if adapters is None else tuple(adapters)
+    direct_streaming = compiled.spec.fast_paths.direct_streaming
     for _, config in llm_configs_of(app["args"]):
         _make_cpu_runnable(config)
+        if engine == "simulated":
+            # The simulated engine serves the compiled lora_modules by name (their paths unread).
+            require_direct_streaming(served, direct_streaming)
         if engine == "vllm":
             if model is None:
                 raise ValueError("the real engine needs the tiny model's directory")
@@ -127,7 +136,7 @@ def local_application(
                 config,
                 served,
                 tiny_family(compiled.spec),
-                direct_streaming=compiled.spec.fast_paths.direct_streaming,
+                direct_streaming=direct_streaming,
             )
     return app
 

@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,9 @@ from serving.plan.planner import Plan, plan
 from serving.spec.profile import ModelSpec
 
 READY_PREFIX = "SERVESTACK_LOCAL_READY "
+# An argument of `main` naming an error verdict a bench's baseline runs despite (its code after
+# it): only the benchmark passes it, never `servestack serve --local`.
+ACCEPT_FLAG = "--accept-verdict="
 # Written to stderr once Ray is up: its session directory, which holds its logs.
 SESSION_PREFIX = "local Ray's session (its logs): "
 DEFAULT_READY_TIMEOUT_S = 600.0
@@ -124,10 +127,11 @@ def run_env(
     return env
 
 
-def refusal(model_plan: Plan) -> str | None:
+def refusal(model_plan: Plan, accepts: Collection[str] = ()) -> str | None:
     """Why the plan forbids serving the model, as `servestack plan` words its first error
-    verdict; None when it has none. A local run refuses what the cluster's deploy would."""
-    refused = [v for v in model_plan.verdicts if v.severity == "error"]
+    verdict; None when it has none. A local run refuses what the cluster's deploy would, but
+    for the verdicts a bench's baseline `accepts` by code."""
+    refused = [v for v in model_plan.verdicts if v.severity == "error" and v.code not in accepts]
     if not refused:
         return None
     first = refused[0]
@@ -148,14 +152,16 @@ def local_serve(
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
     on_state: Callable[[str], None] | None = None,
     adapters: Sequence[LocalAdapter] | None = None,
+    accepts: Collection[str] = (),
 ) -> Iterator[LocalServe]:
     """Start a local Ray, deploy the application, wait until HTTP answers; always shut down,
     leaving no process and no /dev/shm segment of the run behind. `on_state` hears each step
     (starting Ray, the replicas' states, stopping). The real engine serves `adapters` (the
-    profile's own when not given) as tiny LoRA adapters."""
+    profile's own when not given) as tiny LoRA adapters. `accepts`: error verdicts a bench's
+    baseline runs despite (`serving.local.bench.runner.Variant.accepts`)."""
     say = on_state or (lambda text: None)
     model_plan = plan(spec)
-    refused = refusal(model_plan)
+    refused = refusal(model_plan, accepts)
     if refused is not None:
         raise LocalServeError(refused)
     model = tiny_model(tiny_family(spec)) if engine == "vllm" else None
@@ -324,6 +330,7 @@ def serve_until_stopped(
     on_ready: Any = None,
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
     on_state: Callable[[str], None] | None = None,
+    accepts: Collection[str] = (),
 ) -> None:
     """Run until SIGINT or SIGTERM, then shut down cleanly."""
     stop = threading.Event()
@@ -333,7 +340,7 @@ def serve_until_stopped(
     try:
         with local_serve(
             spec, settings, engine=engine, port=port, ready_timeout_s=ready_timeout_s,
-            on_state=on_state,
+            on_state=on_state, accepts=accepts,
         ) as running:  # fmt: skip
             if on_ready is not None:
                 on_ready(running)
@@ -345,13 +352,15 @@ def serve_until_stopped(
 
 
 def main() -> None:
-    """`python -m serving.local.runtime.local_ray SPEC_JSON SETTINGS_JSON|null [ENGINE]`: one local
-    run for
-    the benchmark, which reads the endpoint from the ready line and stops it with SIGTERM."""
+    """`python -m serving.local.runtime.local_ray SPEC_JSON SETTINGS_JSON|null [ENGINE]
+    [--accept-verdict=CODE ...]`: one local run for the benchmark, which reads the endpoint from
+    the ready line and stops it with SIGTERM."""
     spec = ModelSpec.model_validate(json.loads(sys.argv[1]))
     raw = json.loads(sys.argv[2])
     settings = None if raw is None else SimulationSettings.model_validate(raw)
-    engine: Engine = "vllm" if sys.argv[3:] == ["vllm"] else "simulated"
+    rest = sys.argv[3:]
+    accepts = [arg[len(ACCEPT_FLAG) :] for arg in rest if arg.startswith(ACCEPT_FLAG)]
+    engine: Engine = "vllm" if "vllm" in rest else "simulated"
 
     def announce(running: LocalServe) -> None:
         print(READY_PREFIX + running.endpoint, flush=True)
@@ -360,7 +369,9 @@ def main() -> None:
         print(STATE_PREFIX + text, flush=True)
 
     try:
-        serve_until_stopped(spec, settings, engine=engine, on_ready=announce, on_state=tell)
+        serve_until_stopped(
+            spec, settings, engine=engine, on_ready=announce, on_state=tell, accepts=accepts
+        )
     except LocalServeError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         sys.exit(1)

@@ -64,6 +64,18 @@ def lora_engine_kwargs(adapters: Sequence[LocalAdapter]) -> dict[str, Any]:
     }
 
 
+def require_direct_streaming(adapters: Sequence[LocalAdapter], direct_streaming: bool) -> None:
+    """Refused where the local run could not serve the adapters: off direct streaming, Ray's own
+    loader would fetch each from `lora_config.dynamic_lora_loading_path` (cloud storage) on its
+    first request, whichever engine runs."""
+    if adapters and not direct_streaming:
+        raise LocalLoraError(
+            "a local run serves LoRA adapters only with direct streaming on (fast_paths."
+            "direct_streaming: true): without it Ray Serve loads each adapter from its cloud "
+            "path, which a local run cannot reach"
+        )
+
+
 def serve_adapters(
     config: dict[str, Any],
     adapters: Sequence[LocalAdapter],
@@ -76,12 +88,7 @@ def serve_adapters(
     adapter from `lora_config.dynamic_lora_loading_path` (cloud storage) on its first request."""
     if not adapters:
         return
-    if not direct_streaming:
-        raise LocalLoraError(
-            "a local run serves LoRA adapters only with direct streaming on (fast_paths."
-            "direct_streaming: true): without it Ray Serve loads each adapter from its cloud "
-            "path, which a local run cannot reach"
-        )
+    require_direct_streaming(adapters, direct_streaming)
     names = [adapter.name for adapter in adapters]
     if len(set(names)) != len(names):
         raise LocalLoraError(f"adapter names must be unique, got {names}")
