@@ -16,7 +16,11 @@ from rich.console import Console
 from infra.cli import progress
 from serving.errors import ServestackError, unknown_key_fix
 from serving.local.bench import stats as bench_stats
-from serving.local.bench.workloads import SHARED_PREFIX_WORKLOADS, chosen_workloads
+from serving.local.bench.workloads import (
+    DEFAULT_ADAPTERS,
+    SHARED_PREFIX_WORKLOADS,
+    chosen_workloads,
+)
 from serving.local.runtime.app import Engine
 from serving.spec.profile import ModelSpec
 
@@ -37,6 +41,7 @@ class BenchOptions:
     workloads: tuple[str, ...] = ()  # empty: all
     variants: tuple[str, ...] = ()  # empty: all
     repeats: int = 3  # each configuration, interleaved: A B C A B C ...
+    adapters: int = DEFAULT_ADAPTERS  # the adapter workload's, on a profile with LoRA adapters
 
 
 class BenchStartError(Exception):
@@ -63,10 +68,19 @@ def run(
     from serving.local.bench import runner as bench
     from serving.local.engine import simulation
 
+    adapters = options.adapters if spec.lora is not None else 0
+    if adapters and options.engine != "simulated":
+        raise ServestackError(
+            "command line", "--engine", f"{spec.name} serves LoRA adapters, which the bench "
+            "compares routers on with the simulated engine only (it counts the adapters each "
+            "replica loads)", "drop --engine, or benchmark a profile without a lora: section",
+        )  # fmt: skip
     workloads = chosen_workloads(
         options.workloads, options.requests, options.concurrency, options.prefixes,
-        options.prefix_tokens, options.hot_share,
+        options.prefix_tokens, options.hot_share, adapters,
     )  # fmt: skip
+    if adapters:
+        spec = bench.adapter_bench_spec(spec, adapters)
     settings = None
     if options.engine == "simulated":
         cache_tokens = int(options.cache_prompts * (options.prefix_tokens + 50))

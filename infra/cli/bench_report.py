@@ -106,7 +106,18 @@ COLUMNS: tuple[Column, ...] = (
     Column("busiest/\nidlest", True, False, lambda r: r.busiest_over_idlest,
            lambda v: f"{v:.2f}"),
     Column("failed", True, False, lambda r: r.failed, lambda v: f"{v:.0f}"),
+    # LoRA adapters the engine loaded per request (a profile with adapters only).
+    Column("adapter\nloads/req", True, False, lambda r: r.adapter_loads_per_request,
+           lambda v: f"{v:.2f}"),
 )  # fmt: skip
+ADAPTER_LOADS_HEADER = "adapter\nloads/req"
+
+
+def shown_columns(reports: Sequence[WorkloadReport]) -> tuple[Column, ...]:
+    """The columns with figures in them: the adapter loads only where adapters were served."""
+    if any(r.adapter_loads_per_request is not None for r in reports):
+        return COLUMNS
+    return tuple(c for c in COLUMNS if c.header != ADAPTER_LOADS_HEADER)
 
 
 def figure_cell(column: Column, group: Sequence[WorkloadReport]) -> str:
@@ -164,13 +175,14 @@ def bench_table(
     unknown = [h for h in headers if h not in names]
     if unknown:
         raise ValueError(f"no bench column {unknown}: the columns are {list(names)}")
-    columns = [names[h] for h in headers] if headers else COLUMNS
+    columns = [names[h] for h in headers] if headers else shown_columns(reports)
     return _table(_title(engine), reports, columns)
 
 
 def ratio_text(name: str, value: float) -> str:
     """A headline ratio as the bench prints it: hit rates bare, the others as a factor."""
-    return f"{value:.2f}" if "hit rate" in name else f"{value:.2f}x"
+    bare = "hit rate" in name or "per request" in name
+    return f"{value:.2f}" if bare else f"{value:.2f}x"
 
 
 def spread_text(name: str, figure: RatioSpread) -> str:
@@ -195,16 +207,17 @@ def print_bench(
     if not console.is_terminal:
         console = Console(width=PIPED_WIDTH, file=console.file)
     title = _title(engine)
-    table = _table(title, reports, COLUMNS)
+    columns = shown_columns(reports)
+    table = _table(title, reports, columns)
     natural = console.measure(table, options=console.options.update_width(10_000)).maximum
     if natural <= console.width:
         console.print(table)
     else:
         # Too wide for this terminal: rich would cut every cell, the configuration names first.
         # Two tables of the same rows, the names whole in each, fit where one does not.
-        throughput = [c for c in COLUMNS if not c.latency]
+        throughput = [c for c in columns if not c.latency]
         console.print(_table(title + ": throughput", reports, throughput))
-        console.print(_table(title + ": latency", reports, [c for c in COLUMNS if c.latency]))
+        console.print(_table(title + ": latency", reports, [c for c in columns if c.latency]))
     for report in reports:
         for error in report.errors:
             console.print(f"[red]{report.variant} {report.workload}: {error}[/red]")

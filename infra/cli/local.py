@@ -33,6 +33,7 @@ from infra.cli.common import (
 from infra.platform.config import load_stack
 from infra.platform.stack_config import DEFAULT_STACK
 from serving.errors import ServestackError
+from serving.local.bench.workloads import DEFAULT_ADAPTERS
 
 
 def serve_command(
@@ -146,9 +147,17 @@ def bench_command(
     workload: Annotated[
         list[str] | None,
         typer.Option(
-            help="Only these workloads: decode-heavy, prefill-heavy, multi-prompt, hot-prompt."
+            help="Only these workloads: decode-heavy, prefill-heavy, multi-prompt, hot-prompt "
+            "(a profile with LoRA adapters runs many-adapters)."
         ),
     ] = None,
+    adapters: Annotated[
+        int,
+        typer.Option(
+            help="A profile with LoRA adapters: the adapters the many-adapters workload spreads "
+            "its requests over, at the profile's slots per replica."
+        ),
+    ] = DEFAULT_ADAPTERS,
     only_variants: Annotated[
         list[str] | None,
         typer.Option(
@@ -191,7 +200,8 @@ def bench_command(
             )  # fmt: skip
         local_only = {"--replicas": replicas != 2, "--cache-prompts": cache_prompts != 3.0,
                       "--time-scale": time_scale != 1.0, "--engine": engine != "simulated",
-                      "--variant": bool(only_variants)}  # fmt: skip
+                      "--variant": bool(only_variants),
+                      "--adapters": adapters != DEFAULT_ADAPTERS}  # fmt: skip
         for flag, given in local_only.items():
             if given:
                 raise ServestackError(
@@ -217,6 +227,7 @@ def bench_command(
     for value, flag in (
         (requests, "--requests"), (concurrency, "--concurrency"), (replicas, "--replicas"),
         (prefixes, "--prefixes"), (prefix_tokens, "--prefix-tokens"), (repeats, "--repeats"),
+        (adapters, "--adapters"),
     ):  # fmt: skip
         positive(value, flag)
     positive(cache_prompts, "--cache-prompts", allow_zero=True)
@@ -230,7 +241,7 @@ def bench_command(
         engine=chosen, requests=requests, concurrency=concurrency, replicas=replicas,
         prefixes=prefixes, prefix_tokens=prefix_tokens, cache_prompts=cache_prompts,
         hot_share=hot_share, time_scale=time_scale, workloads=tuple(workload or ()),
-        variants=tuple(only_variants or ()), repeats=repeats,
+        variants=tuple(only_variants or ()), repeats=repeats, adapters=adapters,
     )  # fmt: skip
     out_dir = out if out is not None else Path("bench") / spec.name
     try:

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING
 
 from serving.local.bench.repeats import configurations, median_repetition
 from serving.local.bench.stats import WorkloadReport
-from serving.local.bench.workloads import SHARED_PREFIX_WORKLOADS, WORKLOADS, WorkloadName
+from serving.local.bench.workloads import (
+    ADAPTER_WORKLOAD,
+    SHARED_PREFIX_WORKLOADS,
+    WORKLOADS,
+    WorkloadName,
+)
 from serving.local.runtime.app import Engine
 
 if TYPE_CHECKING:
@@ -23,6 +28,7 @@ THROUGHPUT = "requests / s"
 TTFT = "time to first token (ms)"
 ITL = "inter-token latency (ms)"
 HIT_RATE = "prefix-cache hit rate (shared prompts)"
+ADAPTER_LOADS = "LoRA adapter loads per request"
 TAIL = "p99 (max under 100 samples)"
 
 
@@ -42,11 +48,12 @@ def build_figure(
 
     # Over repetitions, each configuration's median one by requests/s.
     reports = [median_repetition(group) for group in configurations(reports).values()]
-    workloads = [w for w in WORKLOADS if any(r.workload == w for r in reports)]
+    workloads = [w for w in (*WORKLOADS, ADAPTER_WORKLOAD) if any(r.workload == w for r in reports)]
     shared = [w for w in workloads if w in SHARED_PREFIX_WORKLOADS]
+    adapters = [w for w in workloads if w == ADAPTER_WORKLOAD]
     variants = list(dict.fromkeys(r.variant for r in reports))
     by = {(r.variant, r.workload): r for r in reports}
-    panels = 4 if shared else 3
+    panels = 4 if shared or adapters else 3
     figure, axes = plt.subplots(1, panels, figsize=(5 * panels, 5))
     width = 0.8 / max(len(variants), 1)
 
@@ -80,6 +87,10 @@ def build_figure(
         draw(hits, shared, lambda r: r.cache_hit_rate)
         hits.set_title(HIT_RATE)
         hits.set_ylim(0, 1)
+    elif adapters:
+        loads = axes[3]
+        draw(loads, adapters, lambda r: r.adapter_loads_per_request or 0.0)
+        loads.set_title(ADAPTER_LOADS)
     # Full configuration names in one legend under the panels: nothing cut.
     figure.legend(
         *throughput.get_legend_handles_labels(), loc="lower center",

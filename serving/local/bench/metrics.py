@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from serving.frozen import Frozen
+from serving.local.engine.metrics import ADAPTER_LOADS
 from serving.local.runtime.observed import running
 from serving.observability import top
 from serving.observability.metrics import engine as engine_metric
@@ -32,6 +33,11 @@ class EngineFigures(Frozen):
     )
     ttft_p50_s: float | None
     ttft_p99_s: float | None
+    adapter_loads: int | None = Field(
+        default=None,
+        description="LoRA adapters the simulated engine loaded during the load (None: no "
+        "adapters served, or an engine that does not count them).",
+    )
 
 
 # Ray's processes push metrics every second on a local run; a few pushes is plenty.
@@ -44,14 +50,19 @@ def metrics_urls(endpoint: str) -> list[str]:
     return [url for run in running() if run.endpoint == endpoint for url in run.metrics.values()]
 
 
-def finished(snapshot: top.Snapshot, model: str) -> float:
-    """Requests the engine has finished for `model`, by its own counter."""
-    name = engine_metric("vllm:request_success")
-    return sum(
+def counted(snapshot: top.Snapshot, name: str, model: str) -> float | None:
+    """A counter's value for `model`, summed over replicas; None where no replica exports it."""
+    values = [
         value
         for (series, labels), value in snapshot.samples.items()
         if series == name and dict(labels).get("model_name") == model
-    )
+    ]
+    return sum(values) if values else None
+
+
+def finished(snapshot: top.Snapshot, model: str) -> float:
+    """Requests the engine has finished for `model`, by its own counter."""
+    return counted(snapshot, engine_metric("vllm:request_success"), model) or 0.0
 
 
 def settled(urls: Sequence[str], model: str, at_least: int) -> top.Snapshot | None:
@@ -76,12 +87,15 @@ def engine_figures(before: top.Snapshot, after: top.Snapshot, model: str) -> Eng
     if not rows:
         return None
     (row,) = rows
+    loads_before = counted(before, ADAPTER_LOADS.scraped, model)
+    loads_after = counted(after, ADAPTER_LOADS.scraped, model)
     return EngineFigures(
         requests=round(finished(after, model) - finished(before, model)),
         prefix_hit_rate=row.prefix_hit_rate,
         queue_p99_s=row.queue_p99_s,
         ttft_p50_s=row.ttft_p50_s,
         ttft_p99_s=row.ttft_p99_s,
+        adapter_loads=(None if loads_after is None else round(loads_after - (loads_before or 0.0))),
     )
 
 

@@ -39,17 +39,20 @@ from serving.local.bench import loadgen
 from serving.local.bench.metrics import figures_after, metrics_urls, settled
 from serving.local.bench.stats import RequestResult, WorkloadReport, summarize
 from serving.local.bench.workloads import (
+    ADAPTER_WORKLOAD,
     SHARED_PREFIX_WORKLOADS,
     WORKLOADS,
     Workload,
     WorkloadName,
+    adapter_names,
     build_requests,
 )
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.runtime import cleanup
 from serving.local.runtime.app import Engine
-from serving.local.runtime.local_ray import READY_PREFIX
+from serving.local.runtime.local_ray import ACCEPT_FLAG, READY_PREFIX
 from serving.local.runtime.progress import QUIET, STATE_PREFIX, RunProgress
+from serving.plan.rules.lora_routing import RULE as LORA_ROUTING
 from serving.spec.parts import Autoscaling, FastPaths, Router, RouterKind
 from serving.spec.profile import ModelSpec
 
@@ -69,12 +72,20 @@ class Variant(Frozen):
     bare_vllm: bool = Field(
         default=False, description="A bare vLLM server with the same engine arguments, no Ray."
     )
+    accepts: tuple[str, ...] = Field(
+        default=(),
+        description="Error verdicts (their codes) this configuration is run despite: a "
+        "baseline the bench measures what the verdict prevents against, never a deploy.",
+    )
 
 
 def default_variants(spec: ModelSpec) -> list[Variant]:
     """Fast paths on against off (power of two on both, so only the data path differs); Ray's
     prefix affinity and servestack's (serving.router.prefix_affinity) against power of two, fast
-    paths on."""
+    paths on. A profile with LoRA adapters: servestack's adapter-aware router against power of
+    two on its adapters (`adapter_variants`)."""
+    if spec.lora is not None:
+        return adapter_variants()
     return [
         Variant(
             name="fast-paths-on/power-of-two",
@@ -101,6 +112,44 @@ def default_variants(spec: ModelSpec) -> list[Variant]:
             workloads=SHARED_PREFIX_WORKLOADS,
         ),
     ]
+
+
+def adapter_variants() -> list[Variant]:
+    """servestack's router, which sends an adapter's requests to a replica that holds it, against
+    power of two, which is how Ray 2.56.1 routes them behind direct streaming (blind to the
+    adapter: the `lora-routing` verdict that refuses such a profile, accepted for this baseline
+    only)."""
+    return [
+        Variant(
+            name="fast-paths-on/servestack-prefix-affinity",
+            fast_paths=True,
+            router="servestack_prefix_affinity",
+            workloads=(ADAPTER_WORKLOAD,),
+        ),
+        Variant(
+            name="fast-paths-on/power-of-two",
+            fast_paths=True,
+            router="power_of_two",
+            workloads=(ADAPTER_WORKLOAD,),
+            accepts=(LORA_ROUTING.code,),
+        ),
+    ]
+
+
+def adapter_bench_spec(spec: ModelSpec, count: int) -> ModelSpec:
+    """The profile serving the adapter workload's `count` adapters (`adapter_names`) in place of
+    its own: each at the rank of its first, from the same folder; the profile's slots per
+    replica (max_loras, max_cpu_loras, max_lora_rank) as they are."""
+    if spec.lora is None:
+        raise ValueError(f"{spec.name} serves no LoRA adapters")
+    first = spec.lora.adapters[0]
+    folder = first.source.rstrip("/").rsplit("/", 1)[0]
+    adapters = [
+        {"name": name, "source": f"{folder}/{name}", "rank": first.rank}
+        for name in adapter_names(count)
+    ]
+    lora = spec.lora.model_dump() | {"adapters": adapters}
+    return ModelSpec.model_validate(spec.model_dump() | {"lora": lora})
 
 
 def variant_spec(spec: ModelSpec, variant: Variant, replicas: int) -> ModelSpec:
@@ -160,11 +209,13 @@ def running_variant(
     engine: Engine = "simulated",
     on_state: Callable[[str], None] | None = None,
     on_stopped: Callable[[int, list[int]], None] | None = None,
+    accepts: Sequence[str] = (),
 ) -> Iterator[str]:
     """Start `python -m serving.local.runtime.local_ray` for the spec; yield its endpoint; stop it.
     Its output (Ray's and Serve's logs) goes to `log_path`; `on_state` hears the steps it
     reports while it starts and stops; `on_stopped` hears how the runtime exited (its exit
-    code) and which processes of its run were still left after it, ended here."""
+    code) and which processes of its run were still left after it, ended here. `accepts`: the
+    error verdicts a comparison baseline runs despite (`Variant.accepts`)."""
     command = [
         sys.executable,
         "-m",
@@ -172,6 +223,7 @@ def running_variant(
         json.dumps(spec.model_dump(mode="json")),
         "null" if settings is None else settings.model_dump_json(),
         engine,
+        *(f"{ACCEPT_FLAG}{code}" for code in accepts),
     ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
@@ -311,8 +363,9 @@ def _workload(
     else:
         progress.configuration(variant.name, name, workload.requests, "a local Ray")
         starting = running_variant(
-            compiled, settings, log_path, engine=engine, on_state=progress.state
-        )
+            compiled, settings, log_path, engine=engine, on_state=progress.state,
+            accepts=variant.accepts,
+        )  # fmt: skip
     with starting as endpoint:
         progress.state("answering; warming up")
         warmup = Workload(

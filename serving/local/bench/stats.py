@@ -12,7 +12,7 @@ from pydantic import Field
 
 from serving.frozen import Frozen
 from serving.local.bench.metrics import EngineFigures
-from serving.local.bench.workloads import SHARED_PREFIX_WORKLOADS, WorkloadName
+from serving.local.bench.workloads import ADAPTER_WORKLOAD, SHARED_PREFIX_WORKLOADS, WorkloadName
 
 
 class RequestResult(Frozen):
@@ -116,6 +116,11 @@ class WorkloadReport(Frozen):
     cached_tokens: int = Field(
         default=0, description="Prompt tokens the engine reported as cached, over the requests."
     )
+    adapter_loads_per_request: float | None = Field(
+        default=None,
+        description="LoRA adapters the engine loaded over the requests it answered (the "
+        "simulated engine's count; None without adapters).",
+    )
     lost_hits: dict[str, float] | None = Field(
         default=None,
         description="Prompt tokens ideal placement serves from the cache and this run did not, "
@@ -185,6 +190,11 @@ def summarize(
             Counter(str(r.status) if r.status else "no answer" for r in results if not r.ok)
         ),
         cached_tokens=sum(r.cached_tokens for r in done),
+        adapter_loads_per_request=(
+            engine_metrics.adapter_loads / len(done)
+            if engine_metrics is not None and engine_metrics.adapter_loads is not None and done
+            else None
+        ),
     )
 
 
@@ -234,6 +244,11 @@ def simulated_pairs() -> dict[str, Pair]:
             pairs[f"{workload}: {label}/power of two, requests/s"] = Pair(
                 (variant, workload), (on, workload)
             )
+    aware, blind = (ADAPTER_AWARE, ADAPTER_WORKLOAD), (on, ADAPTER_WORKLOAD)
+    name = f"{ADAPTER_WORKLOAD}: adapter-aware/power of two"
+    pairs[f"{name}, requests/s"] = Pair(aware, blind)
+    pairs[f"{name}, TTFT p50"] = Pair(aware, blind, "ttft_s.p50")
+    pairs[f"{name}, TTFT p99"] = Pair(aware, blind, "ttft_s.p99_or_max")
     return pairs
 
 
@@ -241,6 +256,10 @@ ROUTERS = {
     "Ray prefix affinity": "fast-paths-on/prefix-affinity",
     "servestack prefix affinity": "fast-paths-on/servestack-prefix-affinity",
 }
+# On a LoRA profile: servestack's router, which places requests by adapter (and prefix), against
+# power of two, which Ray 2.56.1 would route them by behind direct streaming.
+ADAPTER_AWARE = "fast-paths-on/servestack-prefix-affinity"
+ADAPTER_ROUTERS = {"power of two": "fast-paths-on/power-of-two", "adapter-aware": ADAPTER_AWARE}
 
 
 def ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
@@ -253,4 +272,10 @@ def ratios(reports: Sequence[WorkloadReport]) -> dict[str, float]:
                 found[f"{workload}: {label} cache hit rate"] = by[
                     (variant, workload)
                 ].cache_hit_rate
+    for label, variant in ADAPTER_ROUTERS.items():
+        report = by.get((variant, ADAPTER_WORKLOAD))
+        if report is not None and report.adapter_loads_per_request is not None:
+            found[f"{ADAPTER_WORKLOAD}: {label} adapter loads per request"] = (
+                report.adapter_loads_per_request
+            )
     return found

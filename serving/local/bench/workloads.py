@@ -27,9 +27,12 @@ SHARED_PREFIX_WORKLOADS: tuple[WorkloadName, ...] = ("multi-prompt", "hot-prompt
 # The hot prompt's share of the hot-prompt workload: with 4 replicas, twice what one replica
 # should take, so a router that keeps it on its owner overloads that replica.
 HOT_SHARE = 0.5
-# Requests spread evenly over LoRA adapters (model `base:aN`). Not among WORKLOADS (what
-# `--workload` runs): it needs a profile serving `adapter_names`, which no bench profile does yet.
+# Requests spread evenly over LoRA adapters (model `base:aN`): the one workload of a profile with
+# a `lora:` section, which the bench serves `adapter_names` on (`adapter_bench_spec`).
 ADAPTER_WORKLOAD: WorkloadName = "many-adapters"
+# Its adapters by default: twice what the example LoRA profile keeps per replica (max_cpu_loras
+# 4), so that where each adapter's requests go decides how often a replica loads one.
+DEFAULT_ADAPTERS = 8
 
 
 class Workload(Frozen):
@@ -168,15 +171,23 @@ def chosen_workloads(
     shared_prefixes: int,
     prefix_tokens: int,
     hot_share: float,
+    adapters: int = 0,
 ) -> dict[WorkloadName, Workload]:
     """The workloads `--workload` names (all where it names none) at the flags' sizes; a name
-    that is no workload is refused, naming the flag and the workloads there are."""
+    that is no workload is refused, naming the flag and the workloads there are. With
+    `adapters` (a profile that serves LoRA adapters), the adapter workload over that many
+    adapters, and no other: a LoRA profile is benchmarked on its adapters."""
+    known = (ADAPTER_WORKLOAD,) if adapters else WORKLOADS
     for name in names:
-        if name not in WORKLOADS:
-            raise ServestackError(
-                "command line", "--workload", f"no workload '{name}'",
-                unknown_key_fix(name, WORKLOADS, "workloads"),
-            )  # fmt: skip
+        if name not in known:
+            fix = unknown_key_fix(name, known, "workloads")
+            if name == ADAPTER_WORKLOAD:
+                fix = "benchmark a profile with a lora: section, e.g. --stack lora"
+            elif name in WORKLOADS:
+                fix = f"a profile with LoRA adapters runs --workload {ADAPTER_WORKLOAD}"
+            raise ServestackError("command line", "--workload", f"no workload '{name}'", fix)
+    if adapters:
+        return {ADAPTER_WORKLOAD: adapter_workload(adapters, requests * 2, concurrency)}
     wanted = names or tuple(WORKLOADS)
     shapes = default_workloads(requests, concurrency, shared_prefixes, prefix_tokens, hot_share)
     return {name: w for name, w in shapes.items() if name in wanted}

@@ -46,7 +46,7 @@ def test_the_adapter_workload_takes_each_adapter_in_turn_the_same_every_run() ->
     # the prompts are those of the same shape without adapters
     plain = build_requests(workload.model_copy(update={"adapters": 0}), "llama")
     assert [r["messages"] for r in requests] == [r["messages"] for r in plain]
-    assert ADAPTER_WORKLOAD not in WORKLOADS  # no bench profile serves adapters yet
+    assert ADAPTER_WORKLOAD not in WORKLOADS  # it runs only on a profile with adapters
 
 
 def engine_loads(picks: list[tuple[str, str]], per_replica: int) -> int:
