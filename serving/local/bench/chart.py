@@ -79,8 +79,8 @@ def build_figure(
     draw(throughput, workloads, lambda r: r.requests_per_s)
     draw(ttft, workloads, lambda r: _ms(r.ttft_s.p50), lambda r: _ms(r.ttft_s.tail()[0]))
     draw(itl, workloads, lambda r: _ms(r.itl_s.p50), lambda r: _ms(r.itl_s.tail()[0]))
-    for axis, title in ((throughput, THROUGHPUT), (ttft, TTFT), (itl, ITL)):
-        axis.set_title(title)
+    for axis, panel in ((throughput, THROUGHPUT), (ttft, TTFT), (itl, ITL)):
+        axis.set_title(panel)
     ttft.legend(*_only_p99(ttft), loc="upper right", fontsize=8)
     if shared:
         hits = axes[3]

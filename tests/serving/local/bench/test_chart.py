@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from serving.local.bench.chart import HIT_RATE, ITL, THROUGHPUT, TTFT, build_figure, write_chart
+from serving.local.bench.chart import (
+    ADAPTER_LOADS,
+    HIT_RATE,
+    ITL,
+    THROUGHPUT,
+    TTFT,
+    build_figure,
+    write_chart,
+)
 from serving.local.bench.stats import WorkloadReport
 
 VARIANTS = ("fast-paths-on/power-of-two", "fast-paths-on/servestack-prefix-affinity")
@@ -51,6 +59,20 @@ def test_latency_panels_beside_throughput_and_hit_rate_for_shared_prompts() -> N
     assert p99 == pytest.approx(sorted(r.ttft_s.p99 * 1e3 for r in reports))  # type: ignore[operator]
     legend = [t.get_text() for t in figure.legends[0].get_texts()]
     assert legend == list(VARIANTS)  # whole names, none cut
+    # The title says what ran (a panel's title once took its place).
+    assert figure.get_suptitle().startswith("servestack bench --local (simulated engine on CPU")
+    assert build_figure(reports, title="a run").get_suptitle().startswith("a run: bars p50")
+
+
+def test_adapter_loads_panel_for_the_adapter_workload() -> None:
+    reports = [
+        r.model_copy(update={"adapter_loads_per_request": 0.5 / (1 + i)})
+        for i, r in enumerate(_reports("many-adapters"))
+    ]
+    axes = {axis.get_title(): axis for axis in build_figure(reports).axes}
+    assert list(axes) == [THROUGHPUT, TTFT, ITL, ADAPTER_LOADS]
+    heights = [p.get_height() for p in axes[ADAPTER_LOADS].patches]
+    assert heights == pytest.approx([0.5, 0.25])
 
 
 def test_no_hit_rate_panel_without_shared_prompts(tmp_path: Path) -> None:
