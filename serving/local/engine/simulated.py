@@ -197,7 +197,7 @@ class SimulatedEngine(LLMEngine):
     async def _chat_events(
         self, generation: _Generation, include_usage: bool
     ) -> AsyncIterator[dict[str, Any] | str]:
-        head = self._header("chat.completion.chunk")
+        head = self._header("chat.completion.chunk", generation)
         yield head | {
             "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
         }
@@ -212,25 +212,26 @@ class SimulatedEngine(LLMEngine):
     async def _completion_events(
         self, generation: _Generation, include_usage: bool
     ) -> AsyncIterator[dict[str, Any] | str]:
-        head = self._header("text_completion")
+        head = self._header("text_completion", generation)
         async for word in self._words(generation):
             yield head | {"choices": [{"index": 0, "text": word, "finish_reason": None}]}
         yield head | {"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}
         if include_usage:
             yield head | {"choices": [], "usage": self._usage(generation)}
 
-    def _header(self, kind: str) -> dict[str, Any]:
+    def _header(self, kind: str, generation: _Generation) -> dict[str, Any]:
         return {
             "id": f"{'chatcmpl' if kind.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex}",
             "object": kind,
             "created": int(time.time()),
-            "model": self.model_id,
+            # vLLM answers with the model the request named: an adapter's id for an adapter.
+            "model": generation.adapter or self.model_id,
             "system_fingerprint": self.fingerprint,
         }
 
     async def _chat_body(self, generation: _Generation) -> dict[str, Any]:
         words = [word async for word in self._words(generation)]
-        return self._header("chat.completion") | {
+        return self._header("chat.completion", generation) | {
             "choices": [
                 {
                     "index": 0,
@@ -243,7 +244,7 @@ class SimulatedEngine(LLMEngine):
 
     async def _completion_body(self, generation: _Generation) -> dict[str, Any]:
         words = [word async for word in self._words(generation)]
-        return self._header("text_completion") | {
+        return self._header("text_completion", generation) | {
             "choices": [{"index": 0, "text": "".join(words), "finish_reason": "length"}],
             "usage": self._usage(generation),
         }

@@ -151,7 +151,9 @@ class TestSimulatedEngine:
         ]  # fmt: skip
         for model in ("llama-3.1-8b-lora:sql-expert", "llama-3.1-8b-lora", "llama-3.1-8b-lora"):
             body = {"model": model, "prompt": "one two", "max_tokens": 2}
-            assert client.post("/v1/completions", json=body).status_code == 200
+            answer = client.post("/v1/completions", json=body)
+            assert answer.status_code == 200
+            assert answer.json()["model"] == model  # vLLM names the adapter that answered
         assert engine.steps.adapters.loads == 1  # the base model loads nothing
         # max_loras 2 and max_cpu_loras 4 from the profile, as vLLM reads them
         assert (engine.steps.adapters.gpu_slots, engine.steps.adapters.cpu_slots) == (2, 4)

@@ -1,5 +1,8 @@
 """A shipped profile's compiled application, run on the CPU by a real local Ray Serve behind its
-HAProxy ingress with direct streaming, called with the official `openai` client.
+HAProxy ingress with direct streaming, called with the official `openai` client. The profile is
+the one with LoRA adapters (llama-3.1-8b-lora: the base model's profile and a `lora:` section) on
+two replicas, so the same run shows servestack's router reading each adapter from the forwarded
+body and keeping it on one replica.
 
 One local Ray serves the whole module (it takes most of a minute to start on two cores). It is
 stopped as the benchmark stops it (SIGTERM); then it must have ended by itself, with none of the
@@ -22,14 +25,15 @@ from compiled_support import compile_spec
 from local_support import written_by_default
 from repo import REPO
 
-from serving.local.bench.runner import running_variant
+from serving.local.bench.runner import Variant, running_variant, variant_spec
 from serving.local.engine.simulation import settings_from_plan
 from serving.local.runtime.local_ray import SESSION_PREFIX
 from serving.local.runtime.places import RAY_DIR, ray_socket_path
 from serving.spec.loading import load_profile
 from serving.spec.profile import ModelSpec
 
-PROFILE = REPO / "stacks" / "models" / "llama-3.1-8b.yaml"
+PROFILE = REPO / "stacks" / "models" / "llama-3.1-8b-lora.yaml"
+REPLICAS = 2
 # The simulated engine's timing scaled down: these tests check behaviour, never speed.
 TIME_SCALE = 0.1
 
@@ -61,8 +65,11 @@ def alive(processes: list[psutil.Process]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    spec = load_profile(PROFILE)
-    # The profile as shipped: the fast paths and the prefix-affinity router are on.
+    shipped = load_profile(PROFILE)
+    as_shipped = Variant(name="shipped", fast_paths=True, router=shipped.router.kind, workloads=())
+    spec = variant_spec(shipped, as_shipped, REPLICAS)
+    # The profile as shipped: the fast paths and servestack's router are on.
+    assert spec.router.kind == "servestack_prefix_affinity" and spec.lora is not None
     assert compile_spec(spec).cluster_env["RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING"] == "1"
     assert compile_spec(spec).cluster_env["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
     settings = settings_from_plan(spec, time_scale=TIME_SCALE)
@@ -110,8 +117,27 @@ def chat_body(spec: ModelSpec, **changes: object) -> dict[str, object]:
     } | changes
 
 
-def test_models_lists_the_profiles_model(running: Running) -> None:
-    assert [model.id for model in running.client.models.list()] == [running.spec.name]
+def adapter_ids(spec: ModelSpec) -> list[str]:
+    assert spec.lora is not None
+    return [f"{spec.name}:{adapter.name}" for adapter in spec.lora.adapters]
+
+
+def test_models_lists_the_profiles_model_and_its_adapters(running: Running) -> None:
+    listed = [model.id for model in running.client.models.list()]
+    assert listed == [running.spec.name, *adapter_ids(running.spec)]
+
+
+def test_each_adapter_stays_on_the_replica_that_holds_it(running: Running) -> None:
+    """The router reads the adapter from the body HAProxy forwards and sends it where it went
+    before: each adapter's requests on one replica (a router blind to it, picking one of the
+    two replicas at random, would do so for both adapters 1 time in 16)."""
+    served: dict[str, set[str]] = {}
+    for _ in range(3):
+        for model in adapter_ids(running.spec):
+            answer = running.client.completions.create(model=model, prompt="Hello", max_tokens=2)
+            assert answer.model == model and answer.system_fingerprint
+            served.setdefault(model, set()).add(answer.system_fingerprint)
+    assert all(len(replicas) == 1 for replicas in served.values()), served
 
 
 def test_streamed_chat_arrives_in_order_and_ends_with_done(running: Running) -> None:
