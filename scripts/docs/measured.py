@@ -1,7 +1,8 @@
 """The measured runs' tables, read from the committed reports under results/: the fault run
 (results/faults/faults.json, written by `servestack faults`) and the bench runs (the simulated
 engine's results/bench/default/ and results/bench/routing/, the real engine's
-results/bench/vllm/ and results/bench/precise/: each bench.json, written by `servestack bench`),
+results/bench/vllm/ and results/bench/precise/, the LoRA run's results/bench/lora/: each
+bench.json, written by `servestack bench`),
 rendered by the commands' own table code, their ratios recomputed from the reports by the
 bench's code."""
 
@@ -21,6 +22,7 @@ VLLM_BENCH = "results/bench/vllm/bench.json"
 PRECISE_BENCH = "results/bench/precise/bench.json"
 PREVIEW_TIMING = "results/preview/timing.json"
 CAPACITY_BENCH = "results/bench/capacity/capacity.json"
+LORA_BENCH = "results/bench/lora/bench.json"
 SHARED_PROMPTS = ("multi-prompt", "hot-prompt")
 
 
@@ -298,6 +300,27 @@ def precise_bench_bound() -> str:
     return "\n".join(rows)
 
 
+def lora_bench_console() -> str:
+    headers = ("req/s", "TTFT p50 ms", "TTFT p99 ms", "requests per replica", "adapter loads/req")
+    return bench_console(LORA_BENCH, headers)
+
+
+def lora_bench_ratios() -> str:
+    from serving.local.bench.workloads import ADAPTER_WORKLOAD as W
+
+    rows = tuple(
+        (label, f"{W}: {label}")
+        for label in (
+            "adapter-aware adapter loads per request",
+            "power of two adapter loads per request",
+            "adapter-aware/power of two, requests/s",
+            "adapter-aware/power of two, TTFT p50",
+            "adapter-aware/power of two, TTFT p99",
+        )
+    )
+    return bench_ratios_table(LORA_BENCH, (), rows)
+
+
 def preview_timing(here: Path) -> str:
     """`servestack preview`'s time beside its floor (importing the provider SDKs it imports),
     from the committed run of scripts/measure_preview.py."""
@@ -345,4 +368,6 @@ REGIONS: dict[str, Maker] = {
     "precise-bench-bound": anywhere(precise_bench_bound),
     "capacity-bench": anywhere(capacity_bench),
     "capacity-bench-ratios": anywhere(capacity_bench_ratios),
+    "lora-bench": anywhere(lora_bench_console),
+    "lora-bench-ratios": anywhere(lora_bench_ratios),
 }

@@ -13,6 +13,7 @@ from scripts.docs.regions import ROOT, Maker, anywhere
 Run = tuple[dict[str, Any], Mapping[str, Any]]  # a document and its figures by name
 
 DEFAULT_RUNS = ("results/bench/default/bench.json", "results/bench/default-rerun/bench.json")
+LORA_RUNS = ("results/bench/lora/bench.json", "results/bench/lora-rerun/bench.json")
 CAPACITY_RUNS = (
     "results/bench/capacity/capacity.json",
     "results/bench/capacity-rerun/capacity.json",
@@ -66,6 +67,7 @@ REGIONS: dict[str, Maker] = {
     "default-bench-rerun": anywhere(
         lambda: rerun_table(*(_bench_figures(p) for p in DEFAULT_RUNS))
     ),
+    "lora-bench-rerun": anywhere(lambda: rerun_table(*(_bench_figures(p) for p in LORA_RUNS))),
     "capacity-bench-rerun": anywhere(
         lambda: rerun_table(*(_capacity_figures(p) for p in CAPACITY_RUNS))
     ),
