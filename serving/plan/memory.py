@@ -1,13 +1,12 @@
 """Per-GPU memory of one replica, as vLLM lays it out.
 
 `gpu_memory_utilization` of the board is usable. The weights as vLLM loads them take their part,
-the peak of vLLM's profiling run (one `max_num_batched_tokens` forward pass and one sampler pass
-over `max_num_seqs` FP32 logits), the runtime's own buffers and any LoRA adapter slots
-(`serving.plan.lora`) take theirs, and the rest is KV
-cache, laid out as vLLM's KV-cache manager lays it (`kv_cache`). Each term says where its size
-comes from; the published runs that pin the totals are in
-`tests/serving/plan/test_planner.py` (gpt-oss-120b at 131k on one H100 runs out of memory,
-Qwen3-32B at 32k on one 80 GB GPU serves).
+the peak of vLLM's profiling run (one `max_num_batched_tokens` forward pass, then one sampler
+pass over `max_num_seqs` FP32 logits: the larger of the two), the runtime's own buffers and any
+LoRA adapter slots (`serving.plan.lora`) take theirs, and the rest is KV cache, laid out as
+vLLM's KV-cache manager lays it (`kv_cache`). Each term says where its size comes from; the
+published runs that pin the totals are in `tests/serving/plan/test_planner.py` (gpt-oss-120b
+at 131k on one H100 runs out of memory, Qwen3-32B at 32k on one 80 GB GPU serves).
 """
 
 from __future__ import annotations
@@ -42,8 +41,8 @@ class MemoryBreakdown(Frozen):
     usable_bytes: int = Field(description="gpu_memory_utilization x the board's memory.")
     weights_bytes: int = Field(description="This GPU's shard of the weights, as loaded.")
     activation_bytes: int = Field(
-        description="Peak of vLLM's profiling run: one max_num_batched_tokens step and one "
-        "sampler pass over max_num_seqs sequences."
+        description="Peak of vLLM's profiling run: one max_num_batched_tokens step, then one "
+        "sampler pass over max_num_seqs sequences; the larger of the two."
     )
     runtime_overhead_bytes: int
     lora_bytes: int = Field(
@@ -150,13 +149,19 @@ def kv_bytes_per_token_per_gpu(spec: ModelSpec, layout: Parallelism) -> int:
 
 def activation_bytes_per_gpu(spec: ModelSpec, layout: Parallelism) -> int:
     """Peak of vLLM's profiling run: one max_num_batched_tokens batch through the widest MLP
-    (a MoE token visits experts_per_token experts) plus residual/attention buffers, then the
-    sampler over max_num_seqs rows of FP32 logits (whole vocabulary on every rank)."""
+    (a MoE token visits experts_per_token experts) plus residual/attention buffers, or the
+    sampler over max_num_seqs rows of FP32 logits (whole vocabulary on every rank), whichever
+    is larger. The two run one after the other (GPUModelRunner.profile_run, vLLM 0.22: the
+    dummy forward pass returns before _dummy_sampler_run starts, freeing its intermediates), and
+    vLLM reads the peak of the allocator's allocated bytes over the run
+    (gpu_worker.determine_available_memory, "allocated_bytes.all.peak"): the larger peak, not
+    their sum."""
     arch = spec.architecture
     mlp_width = arch.intermediate_size * max(1, arch.experts_per_token)
     per_token = (2 * mlp_width / layout.tensor + 4 * arch.hidden_size) * ACTIVATION_BYTES
+    forward = spec.max_num_batched_tokens * per_token
     sampler = SAMPLER_LOGIT_COPIES * spec.max_num_seqs * arch.vocab_size * LOGIT_BYTES
-    return int(spec.max_num_batched_tokens * per_token + sampler)
+    return int(max(forward, sampler))
 
 
 def runtime_overhead_bytes(layout: Parallelism) -> int:

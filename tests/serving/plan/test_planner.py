@@ -7,6 +7,7 @@ from planner_support import codes, spec
 
 from serving.catalog import ACCELERATORS, ARCHITECTURES, MACHINE_TYPES
 from serving.plan.planner import (
+    activation_bytes_per_gpu,
     kv_bytes_per_token,
     kv_bytes_per_token_per_gpu,
     plan,
@@ -88,6 +89,19 @@ class TestMemory:
         assert memory.kv_cache_blocks == memory.kv_cache_bytes // 2_097_152
         assert memory.kv_capacity_tokens == int(memory.kv_cache_blocks / 512 * 8192)
         assert memory.max_concurrent_sequences == memory.kv_cache_blocks // 512
+
+    def test_profiling_peak_is_the_larger_of_forward_pass_and_sampler(self) -> None:
+        # vLLM runs the dummy forward pass, then the dummy sampler, and reads the allocator's
+        # peak: the larger of the two, not their sum.
+        # Qwen3-32B, 8,192 tokens: (2 x 25,600 MLP + 4 x 5,120) x 2 bytes = 143,360 B a token,
+        # 1,174,405,120 B; 1,024 rows x 151,936 logits x 4 bytes x 4 copies = 2,489,319,424 B.
+        qwen = spec(architecture="qwen3-32b", max_num_seqs=1024, max_num_batched_tokens=8192)
+        assert activation_bytes_per_gpu(qwen, Parallelism()) == 2_489_319_424
+        # Llama 3.1 8B with 16 sequences: (2 x 14,336 + 4 x 4,096) x 2 = 90,112 B a token,
+        # 738,197,504 B over 8,192 tokens; the sampler's 16 x 128,256 x 4 x 4 = 32,833,536 B
+        # is the smaller.
+        llama = spec(max_num_seqs=16, max_num_batched_tokens=8192)
+        assert activation_bytes_per_gpu(llama, Parallelism()) == 738_197_504
 
     def test_lower_memory_utilization_leaves_less_kv_cache(self) -> None:
         full = plan(spec()).groups[0].memory
