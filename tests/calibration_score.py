@@ -17,7 +17,6 @@ from serving.plan.accuracy import ErrorBand
 from serving.plan.memory import memory
 from serving.plan.placement import choose_machine
 from serving.plan.planner import decode_step_s, plan, prefill_s, ttft_s
-from serving.plan.speed.mixed import loaded_step_s
 from serving.plan.speed.saturation import burst_itl_s, saturated_batch
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
@@ -28,11 +27,15 @@ def estimate(row: Row) -> float:
     spec = row.spec()
     work = spec.workload
     if row.metric == "tpot":
+        if row.closed_loop:
+            # The planner's closed loop of `batch` clients (serving.plan.speed.saturation,
+            # closed_loop): mixed steps with the replacements' prompts, at most the batch the
+            # KV cache holds, and the prompts a full cache makes it compute again.
+            looped = plan(spec, itl_target_s=math.inf, concurrency=row.batch)
+            return 1e3 * looped.groups[0].estimates.itl_s
         layout = spec.parallelism
         machine = choose_machine(spec, layout.gpus_per_replica)
         context = work.input_tokens + work.output_tokens // 2
-        if row.closed_loop:
-            return 1e3 * loaded_step_s(spec, machine, layout, row.batch, context)
         return 1e3 * decode_step_s(spec, machine, layout, row.batch, context)
     if row.metric == "ttft":
         layout = spec.parallelism

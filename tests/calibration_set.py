@@ -47,6 +47,7 @@ so they are `fixed_prompts`. Where each row was read is in calibration_sources.
 from __future__ import annotations
 
 from calibration_row import ASYNC, Row, _p
+from calibration_set_independent import INDEPENDENT_ROWS
 from calibration_set_regimes import REGIME_ROWS, mean_tpot_rows
 from calibration_sources import (
     ALL_AT_ONCE,
@@ -323,5 +324,7 @@ ROWS: list[Row] = [
 # The rows gathered for the regimes issue 32 names (saturated serving with a full KV cache, large
 # MoE models on A100s, MLA at TP8), split by their own rule (calibration_set_regimes).
 ROWS += REGIME_ROWS
+# Rows from other publishers, split by the same rule (calibration_set_independent).
+ROWS += INDEPENDENT_ROWS
 # The mean TPOT of the random 2K and 4K runs, each in its run's part.
 ROWS += mean_tpot_rows(ROWS)

@@ -28,6 +28,7 @@ from calibration_score import (
     within,
 )
 from calibration_set import ROWS
+from calibration_set_independent import INDEPENDENT_ROWS
 from calibration_set_regimes import MEAN_TPOT_MS, REGIME_ROWS
 from calibration_sources import FRONTEND_RUNS
 
@@ -66,9 +67,10 @@ def test_rows_schedule_as_their_published_runs_did(scored: list[Scored]) -> None
 def test_the_regime_rows_are_split_by_their_rule() -> None:
     """calibration_set_regimes fixed its split before the refit, by runs: within each page the
     new runs alternate fit, held, ..., the first fitted, in the order the page prints them; a
-    run's mean TPOT takes the part of its throughput row."""
+    run's mean TPOT takes the part of its throughput row. calibration_set_independent's pages
+    follow the same rule."""
     parts: dict[str, list[str]] = {}
-    for row in REGIME_ROWS:
+    for row in REGIME_ROWS + INDEPENDENT_ROWS:
         parts.setdefault(row.source, []).append(row.part)
     for page, page_parts in parts.items():
         assert page_parts == [("fit", "held")[i % 2] for i in range(len(page_parts))], page
@@ -122,18 +124,24 @@ def test_each_regime_holds_on_its_held_rows(scored: list[Scored], name: str) -> 
     assert _within(held) >= 0.7
 
 
-@pytest.mark.xfail(strict=True, reason="DeepSeek-R1 at TP8 on H200 runs slower than planned in "
-                   "every regime: decode at concurrency 4 and at saturation, TTFT, ShareGPT "
-                   "throughput (3 of 6 held rows within ±25%); MLA's layer cost is fitted at "
-                   "its bound and the rest is not explained")  # fmt: skip
+@pytest.mark.xfail(strict=True, reason="DeepSeek-R1 at TP8 on H200, 7 of 12 held rows within "
+                   "±25% (GPUStack on vLLM 0.11, dstack on vLLM 0.7.4). Outside: dstack's decode "
+                   "at concurrency 4 (-28%; GPUStack's, -19%, is slower than planned too), "
+                   "GPUStack's 2K-burst TPOT (-44%), TTFT at concurrency 4 (-41%) and ShareGPT "
+                   "throughput (+38%), and dstack's 6,400-token outputs at concurrency 128 "
+                   "(-46%), whose sequences outgrow the KV cache: the closed loop does not model "
+                   "the preempted requests' stalls (that run's TTFT averages 1,060 s). MLA's "
+                   "layer cost is fitted at its bound and the rest is not explained")  # fmt: skip
 def test_mla_at_tp8_on_hopper_holds(scored: list[Scored]) -> None:
     held = _regime_held(scored, "MLA at TP8 on Hopper")
     assert len(held) >= 3 and _within(held) >= 0.7
 
 
 @pytest.mark.xfail(strict=True, reason="2 held rows only (NIM's Llama-3.3-70B at 500 tokens, "
-                   "+46%, and TensorRT-LLM's engine-level prefill); no new short-prompt "
-                   "concurrency-1 vLLM run was found with its setup published")  # fmt: skip
+                   "+45%, and TensorRT-LLM's engine-level prefill); no new short-prompt "
+                   "concurrency-1 vLLM run of a catalog model was found with its setup "
+                   "published (dstack's DeepSeek-R1 runs start at concurrency 4 and their "
+                   "TTFT is not explained: calibration_set_independent)")  # fmt: skip
 def test_ttft_at_concurrency_1_holds(scored: list[Scored]) -> None:
     held = _regime_held(scored, "TTFT at concurrency 1")
     assert len(held) >= 3 and _within(held) >= 0.7
@@ -165,9 +173,10 @@ def test_closed_loop_arrivals_wait_for_each_others_serial_work() -> None:
 def test_fit_rows_stay_where_the_constants_were_fitted(scored: list[Scored]) -> None:
     """A change to the model that moves the fitted rows must come with a refit."""
     fit = [s for s in scored if s.row.part == "fit"]
-    # Least squares on the log error spreads the misfit over the 52 fit rows, whose regimes
-    # (saturated KV-bound runs, large MoE models on A100s, saturated inter-token latency) pull
-    # the shared constants apart: the optimum puts 96% within ±25% at a median of 10.2%.
+    # Least squares on the log error spreads the misfit over the 62 fit rows, whose regimes
+    # (saturated KV-bound runs, large MoE models on A100s, saturated inter-token latency, MLA
+    # at TP8) pull the shared constants apart: the optimum puts 94% within ±25% at a median of
+    # 10.4%.
     assert _within(fit) >= 0.9
     assert _median(fit) <= 0.11
 
