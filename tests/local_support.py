@@ -4,6 +4,7 @@ components left to their defaults: the end-to-end tests compare it before and af
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -58,3 +59,19 @@ def written_by_default() -> set[str]:
 
 def _live(pid: int | None) -> bool:
     return pid is not None and psutil.pid_exists(pid)
+
+
+def simulated_engine(spec: Any, monkeypatch: Any) -> Any:
+    """The profile's compiled LLMConfig served by the simulated engine outside Serve (no
+    simulated delays, a 4,096-token prefix cache)."""
+    from compiled_support import compile_spec
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+
+    from serving.local.engine.simulated import SimulatedEngine
+    from serving.local.engine.simulation import SETTINGS_ENV, settings_from_plan
+    from serving.local.runtime.app import local_application
+
+    settings = settings_from_plan(spec, time_scale=0.0, cache_tokens=4096)
+    monkeypatch.setenv(SETTINGS_ENV, settings.model_dump_json())
+    config = local_application(compile_spec(spec))["args"]["llm_configs"][0]
+    return SimulatedEngine(LLMConfig(**config))

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from compiled_support import compile_spec
+from local_support import simulated_engine
 from repo import REPO
 
 from serving.errors import ServestackError
@@ -20,7 +21,6 @@ from serving.local.bench.metrics import ADAPTER_LOADS, EngineFigures, engine_fig
 from serving.local.bench.stats import RequestResult, summarize
 from serving.local.bench.workloads import ADAPTER_WORKLOAD, build_requests, chosen_workloads
 from serving.local.engine.simulation import (
-    SETTINGS_ENV,
     AdapterCache,
     SimulationSettings,
     StepLoop,
@@ -132,14 +132,7 @@ def run(coro: Any) -> Any:
 class TestSimulatedEngine:
     @pytest.fixture
     def engine(self, lora: ModelSpec, monkeypatch: pytest.MonkeyPatch) -> Any:
-        from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
-
-        from serving.local.engine.simulated import SimulatedEngine
-
-        settings = settings_from_plan(lora, time_scale=0.0, cache_tokens=4096)
-        monkeypatch.setenv(SETTINGS_ENV, settings.model_dump_json())
-        config = local_application(compile_spec(lora))["args"]["llm_configs"][0]
-        return SimulatedEngine(LLMConfig(**config))
+        return simulated_engine(lora, monkeypatch)
 
     def test_lists_and_serves_the_compiled_adapters_and_counts_loads(self, engine: Any) -> None:
         from fastapi.testclient import TestClient

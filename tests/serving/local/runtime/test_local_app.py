@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from compiled_support import compile_spec
+from local_support import simulated_engine
 from repo import REPO
 
 from serving.compile.patterns import llm_configs_of
@@ -20,7 +21,6 @@ from serving.local.bench import runner as bench
 from serving.local.bench.stats import RequestResult, summarize
 from serving.local.bench.workloads import build_requests, default_workloads
 from serving.local.engine.simulation import (
-    SETTINGS_ENV,
     PrefixCache,
     SimulationSettings,
     StepLoop,
@@ -220,14 +220,7 @@ class TestSimulatedEngine:
 
     @pytest.fixture
     def engine(self, llama: ModelSpec, monkeypatch: pytest.MonkeyPatch) -> Any:
-        from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
-
-        from serving.local.engine.simulated import SimulatedEngine
-
-        settings = settings_from_plan(llama, time_scale=0.0, cache_tokens=4096)
-        monkeypatch.setenv(SETTINGS_ENV, settings.model_dump_json())
-        config = local_application(compile_spec(llama))["args"]["llm_configs"][0]
-        return SimulatedEngine(LLMConfig(**config))
+        return simulated_engine(llama, monkeypatch)
 
     async def _collect(self, stream: Any) -> list[Any]:
         return [item async for item in stream]
