@@ -8,12 +8,19 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
+from conftest import in_local_ray_group
 from repo import REPO
 
-# A module of the group whose tests start no Ray: quick, and many enough to be split were it not
+# A module of the group that starts no Ray itself: quick, and many enough to be split were it not
 # grouped.
-GROUPED = "tests/serving/local/runtime/test_local_app.py"
+GROUPED = "tests/serving/local/runtime/test_local_places.py"
+# What a module calls to start the local runtime (a local Ray, vLLM's CPU build or its server).
+STARTS_LOCAL_RUNTIME = re.compile(
+    r"\b(running_variant|local_serve|run_variant|run_routers|serve_until_stopped|sweep)\(|"
+    r"\bvllm_serve_support\b|servestack_serve_local"
+)
 OTHER = "tests/infra/kube/test_edge.py"
 
 
@@ -28,3 +35,15 @@ def test_the_local_ray_tests_run_on_one_worker() -> None:
     workers = {module: {w for w, m in ran if m.startswith(module)} for module in (GROUPED, OTHER)}
     assert len(workers[GROUPED]) == 1, workers
     assert workers[OTHER], result.stdout[-3000:]
+
+
+def test_every_module_that_starts_the_local_runtime_is_in_the_group() -> None:
+    tests = REPO / "tests"
+    starting = [
+        path
+        for path in sorted(tests.rglob("test_*.py"))
+        if path != Path(__file__) and STARTS_LOCAL_RUNTIME.search(path.read_text())
+    ]
+    assert len(starting) >= 6, starting  # the search still finds the modules it is for
+    left_out = [str(p.relative_to(REPO)) for p in starting if not in_local_ray_group(p)]
+    assert left_out == []
