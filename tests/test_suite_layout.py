@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import in_local_ray_group
 from repo import REPO
+from suite_groups import in_local_ray_group
 
 # A module of the group that starts no Ray itself: quick, and many enough to be split were it not
 # grouped.

@@ -150,7 +150,8 @@ def served_by_vllm(log_dir: Path) -> Iterator[Running]:
     assert any(path.name.startswith("psm_") for path in seen), seen
     assert {path for path in seen if path.exists()} == set(), "left /dev/shm files behind"
     # vLLM's IPC sockets and torch's headers went to the run's own directory and the build folder.
-    assert written_by_default() - before == set(), "the local run wrote outside its places"
+    written = written_by_default() - before
+    assert written == set(), f"the local run wrote outside its places: {sorted(written)}"
 
 
 def await_line(process: subprocess.Popen[str], text: str, log_path: Path) -> None:
