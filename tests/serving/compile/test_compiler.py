@@ -174,9 +174,11 @@ def build_with_rays_builders(apps: list[dict[str, Any]], env: dict[str, str]) ->
     # Ray's builders start a local Ray in that process, which writes its session under Ray's
     # default place (/tmp/ray) unless told otherwise: that is what the local runs' check of
     # /tmp watches, and CI runs this beside them. A place of its own, short enough for Ray's
-    # socket paths, removed with everything in it.
+    # socket paths, removed with everything in it. Not named like a local run's directory
+    # (serving.local.runtime.places.RUN_DIR_PREFIX, "ss-"): a local run's check counts those
+    # whose owner is gone, and this one has no owner file (seen failing a vLLM run's check in CI).
     with tempfile.TemporaryDirectory(
-        prefix="ss-build-", dir="/tmp", ignore_cleanup_errors=True
+        prefix="rb-", dir="/tmp", ignore_cleanup_errors=True
     ) as ray_tmp:
         result = subprocess.run(
             [sys.executable, "-c", BUILD_SCRIPT],
