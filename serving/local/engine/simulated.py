@@ -45,10 +45,10 @@ from ray.llm._internal.serve.core.engine.protocol import LLMEngine
 from ray.llm._internal.serve.core.protocol import RawRequestInfo
 from ray.serve.exceptions import RayServeException
 
+from serving.local.engine.adapter_cache import AdapterCache
 from serving.local.engine.metrics import EngineMetrics
 from serving.local.engine.simulation import FINGERPRINT_PREFIX as FINGERPRINT_PREFIX
 from serving.local.engine.simulation import (
-    AdapterCache,
     PrefixCache,
     SimulationSettings,
     StepLoop,

@@ -16,13 +16,13 @@ measured. Its numbers are only as good as the planner's estimates it is fed from
   `prefill_s_per_token` for every prompt token it prefills, so a long uncached prompt slows every
   sequence decoding beside it, as it does on a GPU. A prompt's last chunk yields its first token.
   All of it is multiplied by `time_scale`.
-- LoRA adapters, as vLLM 0.22 serves them (`AdapterCache`): a step runs sequences of at most
-  `max_loras` adapters (the scheduler skips a waiting request whose adapter would exceed them);
-  an adapter a step needs that the worker has not loaded is loaded within that step, so the whole
-  batch waits `adapter_load_s` for it, and the worker keeps `max_cpu_loras` of them, least
-  recently used first out. Every step of a replica serving adapters pays `lora_step_s` for the
-  LoRA kernels. The prefix cache is not keyed by adapter here (vLLM's is): the adapter workload's
-  prompts are unique.
+- LoRA adapters, as vLLM 0.22 serves them (`serving.local.engine.adapter_cache`): a step runs
+  sequences of at most `max_loras` adapters (the scheduler skips a waiting request whose adapter
+  would exceed them); an adapter a step needs that the worker has not loaded is loaded within
+  that step, so the whole batch waits `adapter_load_s` for it, and the worker keeps
+  `max_cpu_loras` of them, least recently used first out. Every step of a replica serving
+  adapters pays `lora_step_s` for the LoRA kernels. The prefix cache is not keyed by adapter
+  here (vLLM's is): the adapter workload's prompts are unique.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from pydantic import Field
 
 from serving.frozen import Frozen
+from serving.local.engine.adapter_cache import AdapterCache
 from serving.plan.placement import choose_machine
 from serving.plan.planner import decode_step_s, plan, prefill_s
 from serving.spec.profile import ModelSpec
@@ -246,46 +247,6 @@ class PrefixCache:
         prompt = getattr(request, "prompt", "")
         text = prompt[0] if isinstance(prompt, list) and prompt else prompt
         return tokenize(text) if isinstance(text, str) else []
-
-
-class AdapterCache:
-    """A worker's LoRA adapters, as vLLM 0.22 keeps them: at most `gpu_slots` distinct adapters
-    among the sequences a step runs (`max_loras`: the check in `vllm/v1/core/sched/
-    scheduler.py`'s waiting loop), and `cpu_slots` loaded (`max_cpu_loras`), the least recently
-    used evicted when another is loaded (`vllm/lora/worker_manager.py`,
-    `LRUCacheWorkerLoRAManager.add_adapter`). `loads` counts the loads from storage."""
-
-    def __init__(self, gpu_slots: int, cpu_slots: int) -> None:
-        if gpu_slots < 1:
-            raise ValueError(f"max_loras must be at least 1, got {gpu_slots}")
-        self.gpu_slots = gpu_slots
-        self.cpu_slots = max(cpu_slots, gpu_slots)
-        self._loaded: OrderedDict[str, None] = OrderedDict()
-        self.loads = 0
-        # Told of each load (the engine's metrics count them).
-        self.on_load: Callable[[str], None] | None = None
-
-    def loaded(self) -> list[str]:
-        """The adapters the worker holds, least recently used first."""
-        return list(self._loaded)
-
-    def apply(self, adapters: Iterable[str]) -> int:
-        """A step's adapters made ready, as the worker does before its forward pass: each one
-        not loaded is loaded (evicting the least recently used beyond `cpu_slots`), each one
-        touched. Returns how many were loaded."""
-        loads = 0
-        for adapter in dict.fromkeys(adapters):
-            if adapter in self._loaded:
-                self._loaded.move_to_end(adapter)
-                continue
-            if len(self._loaded) + 1 > self.cpu_slots:
-                self._loaded.popitem(last=False)
-            self._loaded[adapter] = None
-            loads += 1
-            if self.on_load is not None:
-                self.on_load(adapter)
-        self.loads += loads
-        return loads
 
 
 class _Sequence:

@@ -20,8 +20,8 @@ from serving.local.bench import stats
 from serving.local.bench.metrics import ADAPTER_LOADS, EngineFigures, engine_figures
 from serving.local.bench.stats import RequestResult, summarize
 from serving.local.bench.workloads import ADAPTER_WORKLOAD, build_requests, chosen_workloads
+from serving.local.engine.adapter_cache import AdapterCache
 from serving.local.engine.simulation import (
-    AdapterCache,
     SimulationSettings,
     StepLoop,
     settings_from_plan,
