@@ -16,6 +16,7 @@ from serving.plan.memory import MemoryBreakdown, kv_bytes_per_token
 from serving.plan.speed.decode import decode_step_s
 from serving.plan.speed.mixed import (
     loaded_step_s,
+    preempted_waiting,
     queued_phase_s,
     recomputed_prompt_tokens,
 )
@@ -224,29 +225,45 @@ def closed_loop(
     """A closed loop of `concurrency` clients on one replica, each sending its next request when
     its last is answered (`servestack bench --url --concurrency`): each DP rank decodes its
     share of them at once, in steps that also compute the prompts of those replacing finished
-    ones (`loaded_step_s`) (at most the batch its KV cache holds; beyond it requests queue, which
-    this does not add, but the prompts admitted beyond it are evicted and computed again:
-    recomputed_prompt_tokens), a first token waits for the step of the others running, and each
-    client gets one answer per first token plus the decode of the rest of it."""
+    ones (`loaded_step_s`), a first token waits for the step of the others running, and each
+    client gets one answer per first token plus the decode of the rest of it.
+
+    At most the batch its KV cache holds runs (`saturated`). Where the clients' sequences outgrow
+    the cache, the prompts admitted beyond it are preempted and computed again
+    (recomputed_prompt_tokens), and those preempted wait after their first token
+    (preempted_waiting): the clients' time per output token is the step's times the requests
+    in flight over those running. The clients beyond those in flight queue for a first token:
+    by Little's law the in-flight ones answer in_flight / cycle requests a second, so each
+    client's turn comes every clients / in_flight cycles, and its first token (clients -
+    in_flight) / in_flight cycles later than if it had not queued."""
     work = spec.workload
     context = work.input_tokens + work.output_tokens // 2
     clients = math.ceil(concurrency / layout.data)
-    batch = max(1, min(clients, saturated))
     recomputed = recomputed_prompt_tokens(spec, mem.kv_capacity_tokens // layout.data, clients)
+    # A prefill-only replica hands each prompt's KV cache on and holds none; a decode-only one
+    # receives KV caches, not prompts. Only a server computes preempted prompts again.
+    waiting = preempted_waiting(spec, recomputed) if role == "server" else 0.0
+    running = max(1.0, min(saturated, clients - waiting))
+    in_flight = min(float(clients), running + waiting)
+    batch = max(1, round(running))
     ttft = ttft_s(spec, machine, layout, running=batch - 1) + transfer_s
     # A server's clients send their next prompt as each answer ends; its prefill shares the
-    # others' decode steps. A decode-only replica receives KV caches, not prompts.
+    # others' decode steps.
     if role == "decode":
         step = decode_step_s(spec, machine, layout, batch, context)
     else:
         step = loaded_step_s(spec, machine, layout, batch, context, recomputed)
+    per_token = step * in_flight / running
     cycle = {
-        "server": ttft + (work.output_tokens - 1) * step,
+        "server": ttft + (work.output_tokens - 1) * per_token,
         "prefill": ttft,
-        "decode": work.output_tokens * step,
+        "decode": work.output_tokens * per_token,
     }[role]
-    requests_per_s = layout.data * batch / cycle
+    queued = clients - in_flight
+    ttft += queued * cycle / in_flight
+    requests_per_s = layout.data * in_flight / cycle
     return Estimates(
-        prefill_s=prompt_s, ttft_s=ttft, itl_s=step, decode_batch=batch, itl_at_batch_s=step,
-        requests_per_s=requests_per_s, output_tokens_per_s=requests_per_s * work.output_tokens,
+        prefill_s=prompt_s, ttft_s=ttft, itl_s=per_token, decode_batch=batch,
+        itl_at_batch_s=step, requests_per_s=requests_per_s,
+        output_tokens_per_s=requests_per_s * work.output_tokens,
     )  # fmt: skip
