@@ -30,7 +30,8 @@ def estimate(row: Row) -> float:
         if row.closed_loop:
             # The planner's closed loop of `batch` clients (serving.plan.speed.saturation,
             # closed_loop): mixed steps with the replacements' prompts, at most the batch the
-            # KV cache holds, and the prompts a full cache makes it compute again.
+            # KV cache holds, the prompts a full cache makes it compute again, and the wait of
+            # the requests it preempts.
             looped = plan(spec, itl_target_s=math.inf, concurrency=row.batch)
             return 1e3 * looped.groups[0].estimates.itl_s
         layout = spec.parallelism
