@@ -38,6 +38,10 @@ RAY_SERVE_HAPROXY_SERVER_STATE_BASE = "RAY_SERVE_HAPROXY_SERVER_STATE_BASE"
 RAY_SERVE_HAPROXY_SERVER_STATE_FILE = "RAY_SERVE_HAPROXY_SERVER_STATE_FILE"
 RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH = "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH"
 RAY_SERVE_FALLBACK_PROXY_HTTP_PORT = "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT"
+# Under direct ingress a stopping ingress replica sleeps at least this long (30 s by default)
+# for external load balancers to forget it, however idle it is (replica.py,
+# perform_graceful_shutdown; the controller waits as long: deployment_state.py).
+RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S = "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"
 
 # --- Ray Serve LLM (ray/llm/_internal/serve/constants.py) ------------------------------------
 # The engine class a replica runs: the simulated engine on a CPU; refused in a profile's env.

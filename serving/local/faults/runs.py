@@ -329,7 +329,8 @@ def run_session(
             # Ray's node reads it at start: the GCS keeps its tables there (GCS fault tolerance).
             os.environ[RAY_REDIS_ADDRESS] = stack.enter_context(local_redis())
         with watchdog.step("-", "start the local Ray and the application", 600):
-            running = stack.enter_context(local_serve(fixed, settings))
+            # Ray's draining wait kept: these runs stop replicas while requests arrive.
+            running = stack.enter_context(local_serve(fixed, settings, drain_s=None))
         for fault in session.faults:
             report = run_fault(fault, running, load, session.name, session.hard_stop_s,
                                stream_s, watchdog)  # fmt: skip

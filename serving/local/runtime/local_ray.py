@@ -25,6 +25,7 @@ from typing import Any
 
 from serving.catalog.environment import (
     RAY_METRICS_REPORT_INTERVAL_MS,
+    RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S,
     RAY_SERVE_FALLBACK_PROXY_HTTP_PORT,
     RAY_SERVE_HAPROXY_CONFIG_FILE_LOC,
     RAY_SERVE_HAPROXY_METRICS_PORT,
@@ -72,6 +73,13 @@ OBJECT_STORE_BYTES = 256 * 2**20
 # processes push every second.
 METRICS_REPORT_INTERVAL_MS = 1000
 
+# Under direct ingress Ray keeps every stopping ingress replica 30 s, however idle, for an
+# external load balancer to forget it. A local run has none: its HAProxy is Ray's own and is
+# stopped first when the run ends, so that wait only delays each run's end (each configuration
+# of a benchmark, each test's teardown) by 30 s. The fault runs, which stop replicas while
+# requests arrive, keep Ray's default (`local_serve(drain_s=None)`), as a cluster would.
+LOCAL_DRAIN_S = 0.0
+
 
 @dataclass(frozen=True)
 class LocalServe:
@@ -99,11 +107,15 @@ def run_env(
     run_dir: Path,
     ports: RunPorts,
     engine: Engine = "simulated",
+    drain_s: float | None = LOCAL_DRAIN_S,
 ) -> dict[str, str]:
     """The local env plus this run's own ports, HAProxy files and temporary files, so that two
     local runs on one machine (another engineer's tests) never share a port or a socket, and a run
-    writes nothing outside its own directory and the build folder."""
+    writes nothing outside its own directory and the build folder. `drain_s`: how long a stopping
+    replica waits for load balancers to forget it (`LOCAL_DRAIN_S`); None, Ray's default."""
     env = local_env(compiled, settings, engine=engine) | places.run_dir_env(run_dir)
+    if drain_s is not None:
+        env[RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S] = f"{drain_s:g}"
     env |= {
         RAY_SERVE_FALLBACK_PROXY_HTTP_PORT: str(ports.fallback_proxy),
         RAY_SERVE_HAPROXY_STATS_PORT: str(ports.haproxy_stats),
@@ -153,12 +165,14 @@ def local_serve(
     on_state: Callable[[str], None] | None = None,
     adapters: Sequence[LocalAdapter] | None = None,
     accepts: Collection[str] = (),
+    drain_s: float | None = LOCAL_DRAIN_S,
 ) -> Iterator[LocalServe]:
     """Start a local Ray, deploy the application, wait until HTTP answers; always shut down,
     leaving no process and no /dev/shm segment of the run behind. `on_state` hears each step
     (starting Ray, the replicas' states, stopping). The real engine serves `adapters` (the
     profile's own when not given) as tiny LoRA adapters. `accepts`: error verdicts a bench's
-    baseline runs despite (`serving.local.bench.runner.Variant.accepts`)."""
+    baseline runs despite (`serving.local.bench.runner.Variant.accepts`). `drain_s`: see
+    `run_env`."""
     say = on_state or (lambda text: None)
     model_plan = plan(spec)
     refused = refusal(model_plan, accepts)
@@ -180,7 +194,7 @@ def local_serve(
         _sigterm_kept() as keep_sigterm,
     ):
         run = cleanup.RunCensus()
-        env = run_env(compiled, settings, run_dir, chosen, engine) | run.environment
+        env = run_env(compiled, settings, run_dir, chosen, engine, drain_s) | run.environment
         saved = {key: os.environ.get(key) for key in env}
         os.environ.update(env)
         try:
