@@ -25,8 +25,8 @@ PROBE = (
 
 def _draining_period_ray_reads(drain_s: float | None) -> float:
     ports = RunPorts(40000, 40001, 40002, 40003, 40004)
-    env = run_env(compile_spec(load_profile(LLAMA)), None, Path("/nonexistent"), ports,
-                  drain_s=drain_s)  # fmt: skip
+    env = run_env(compile_spec(load_profile(LLAMA)), None, Path("/nonexistent"), ports, "vllm",
+                  drain_s)  # fmt: skip
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("RAY_SERVE_DIRECT")}
     ran = subprocess.run(
         [sys.executable, "-c", PROBE], env=inherited | env, capture_output=True, text=True,
