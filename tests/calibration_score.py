@@ -148,6 +148,17 @@ def _saturated(row: Row) -> bool:
     return row.metric in ("output_tps", "total_tps")
 
 
+def _expert_parallel_across_nodes(row: Row) -> bool:
+    """DP+EP whose expert-parallel group spans more GPUs than the machine it is planned on
+    holds, so that every MoE layer's all-to-all leaves the node."""
+    spec = row.spec()
+    layout = spec.parallelism
+    if not (layout.expert and layout.data > 1):
+        return False
+    machine = choose_machine(spec, layout.gpus_per_replica)
+    return layout.expert_parallel_size > machine.gpus_per_node
+
+
 # The regimes issue 32 names, which cut across the classes: where the planner missed runs it was
 # not fitted to. A row may fall in several, or in none.
 REGIMES: dict[str, Callable[[Row], bool]] = {
@@ -167,9 +178,7 @@ REGIMES: dict[str, Callable[[Row], bool]] = {
         r.metric == "burst_tpot" or (r.metric == "tpot" and r.batch > 1)
     ),
     "TTFT at concurrency 1": lambda r: r.metric in ("ttft", "prefill") and r.batch == 1,
-    "DP+EP across nodes": lambda r: (
-        bool(_layout(r).get("expert")) and int(str(_layout(r).get("data", 1))) > 1
-    ),
+    "DP+EP across nodes": lambda r: _expert_parallel_across_nodes(r),
 }
 
 

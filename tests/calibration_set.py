@@ -49,6 +49,7 @@ from __future__ import annotations
 from calibration_row import ASYNC, Row, _p
 from calibration_set_independent import INDEPENDENT_ROWS
 from calibration_set_regimes import REGIME_ROWS, mean_tpot_rows
+from calibration_set_wide_ep import WIDE_EP_ROWS
 from calibration_sources import (
     ALL_AT_ONCE,
     BLOG,
@@ -326,5 +327,7 @@ ROWS: list[Row] = [
 ROWS += REGIME_ROWS
 # Rows from other publishers, split by the same rule (calibration_set_independent).
 ROWS += INDEPENDENT_ROWS
+# DP+EP decode across nodes, split by the same rule (calibration_set_wide_ep).
+ROWS += WIDE_EP_ROWS
 # The mean TPOT of the random 2K and 4K runs, each in its run's part.
 ROWS += mean_tpot_rows(ROWS)

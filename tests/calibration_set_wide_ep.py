@@ -1,0 +1,95 @@
+"""Calibration rows for DP+EP across nodes (wide EP), the regime issue 32 found with no
+published run in the set: DeepSeek-R1's decode on H200s at expert-parallel sizes of 32, 72 and
+96 (4, 9 and 12 nodes).
+
+Where they were read. The llm-d 0.3 release post ("Wide-EP Performance",
+https://llm-d.ai/blog/llm-d-v0.3-expanded-hardware-faster-perf-and-igw-ga; its figure
+static/img/blog-assets/wide_ep_decode.webp in github.com/llm-d/llm-d.github.io) and vLLM's
+"Large Scale Serving: DeepSeek @ 2.2k tok/s/H200 with Wide-EP"
+(https://blog.vllm.ai/2025/12/17/large-scale-serving.html; the same figure as
+assets/figures/2025-12-17-large-scale-serving/decode_throughput.png in
+github.com/vllm-project/vllm-project.github.io, byte for byte the same chart) publish one bar
+chart, "Decode Throughput: 2000 ISL, 2000 OSL (avg), 256 Concurrent Requests / EP Rank", output
+tokens/s per GPU at expert-parallel sizes 32, 72 and 96. The vLLM post says where: "a Coreweave
+H200 cluster connected using Infiniband with ConnectX-7 NICs", in "production-like, multi-node
+deployments" with prefill and decode disaggregated, Dual Batch Overlap (DBO) on for decode, and
+DeepEP's all-to-all kernels; llm-d's wide-EP guide of that release
+(guides/wide-ep-lws/manifests/modelserver/base/decode.yaml) serves deepseek-ai/DeepSeek-R1-0528
+(its FP8 checkpoint) with `--enable-expert-parallel`, `--data-parallel-size-local 8` (one rank
+per GPU, TP 1) and `VLLM_ALL2ALL_BACKEND=deepep_low_latency`, without `--async-scheduling`.
+Neither page gives the vLLM build beyond llm-d 0.3's images (autumn 2025, after v0.11.0
+removed the V0 engine, as the vLLM post says).
+
+How the bars were read. The chart is 1,200 x 742 pixels; its gridlines (0 to 2,500 by 500) sit
+452 pixels apart from 0 to 2,500, 5.53 tokens/s a pixel; the bars' tops, against the 2,000
+line, read 2,180, 2,069 and 1,970 tokens/s per GPU, each to about 6 tokens/s (one pixel).
+
+What a row is. A decode rank holds 256 requests at once; with prompts prefilled on other
+nodes (each prompt's prefill and KV transfer a fraction of a second against about 230 s of
+decoding), all 256 decode in every step, so a GPU's output rate is 256 tokens a step: the
+row's mean time per decode step is 256 / (tokens/s per GPU), a `tpot` row at batch 256 per DP
+rank and the context of the run's middle token, 2,000 + 1,000 (calibration_score.estimate).
+The profile is the run's: DeepSeek-V3's architecture (R1's), FP8, DP = EP, TP 1, vLLM's Hopper
+defaults, and `enable_dbo` and `all2all_backend` as engine arguments. It is planned on GKE's
+a3-ultragpu-8g, whose eight 400 Gb/s RDMA NICs give each H200 the same 400 Gb/s ConnectX-7
+link as the measured cluster.
+
+What the planner leaves out. It has no term for DBO (two micro-batches, each one's
+all-to-all overlapping the other's computation, above 32 decode tokens per rank: vLLM 0.22's
+dbo_decode_token_threshold): its decode step adds the all-to-all to the computation. Nor does
+it read EPLB's expert placement, or DeepEP's low-latency kernels beyond their measured
+bandwidth (serving.plan.collectives.CROSS_NODE_ALLTOALL_EFFICIENCY). The same posts say
+earlier runs without DBO and without later kernel fixes reached about 1,500 tokens/s per GPU;
+that figure has no published setup and is not a row.
+
+Not rows: the same posts' prefill chart (prompt tokens/s per GPU at EP 8, 16 and 32 for 2,000
+input tokens and 1 output at an unbounded request rate), whose runs publish neither their
+token budget per step nor their number of prompts, and for which the planner has no estimate
+of a prefill-only replica's throughput; Anyscale's 2.4k tokens/s per H200 (Ray Serve LLM
+wide-EP post), whose setup is not published with it.
+
+The split follows calibration_set_regimes' rule, by runs, in the order the chart prints them:
+fit, held, fit (tests/serving/plan/test_published_measurements.py checks it).
+"""
+
+from __future__ import annotations
+
+from calibration_row import VLLM_HOPPER, Part, Row, _p
+
+WIDE_EP = (
+    "https://llm-d.ai/blog/llm-d-v0.3-expanded-hardware-faster-perf-and-igw-ga#wide-ep-performance"
+    " (figure static/img/blog-assets/wide_ep_decode.webp in github.com/llm-d/llm-d.github.io); "
+    "https://blog.vllm.ai/2025/12/17/large-scale-serving.html (the same figure)"
+)
+_SERVE = (
+    "DeepSeek-R1-0528 FP8 on CoreWeave H200s (InfiniBand ConnectX-7), P/D disaggregated, decode "
+    "DP+EP at TP 1, DBO, DeepEP low-latency all-to-all"
+)
+# DeepSeek-R1's own context length (max_position_embeddings); the runs set none.
+_CONTEXT = 163840
+# 256 requests decode on every rank (the chart's "256 Concurrent Requests / EP Rank").
+BATCH_PER_RANK = 256
+# The run's engine arguments, as vLLM 0.22 names them.
+_ENGINE_ARGS = {"enable_dbo": True, "all2all_backend": "deepep_low_latency"}
+
+
+def _decode(expert_parallel: int, tokens_per_s_per_gpu: float, part: Part) -> Row:
+    profile = _p("deepseek-v3", "h200-141gb", 1, workload=(2000, 2000), max_model_len=_CONTEXT,
+                 engine_args=_ENGINE_ARGS, **VLLM_HOPPER)  # fmt: skip
+    profile["parallelism"] = {"tensor": 1, "data": expert_parallel, "expert": True}
+    setup = (
+        f"{_SERVE}; EP {expert_parallel} ({expert_parallel // 8} nodes of 8), 2,000 in / 2,000 "
+        f"out (mean), {BATCH_PER_RANK} concurrent requests per EP rank; "
+        f"{tokens_per_s_per_gpu:,.0f} output tokens/s per GPU (read off the chart), as the mean "
+        f"decode step of {BATCH_PER_RANK} sequences"
+    )
+    step_ms = 1e3 * BATCH_PER_RANK / tokens_per_s_per_gpu
+    return Row(WIDE_EP, setup, "tpot", step_ms, profile, part, batch=BATCH_PER_RANK)
+
+
+WIDE_EP_ROWS: list[Row] = [
+    # In the chart's order.
+    _decode(32, 2180, "fit"),
+    _decode(72, 2069, "held"),
+    _decode(96, 1970, "fit"),
+]
