@@ -143,10 +143,11 @@ def test_mla_at_tp8_on_hopper_holds(scored: list[Scored]) -> None:
 
 
 @pytest.mark.xfail(strict=True, reason="2 held rows only (NIM's Llama-3.3-70B at 500 tokens, "
-                   "+45%, and TensorRT-LLM's engine-level prefill); no new short-prompt "
-                   "concurrency-1 vLLM run of a catalog model was found with its setup "
-                   "published (dstack's DeepSeek-R1 runs start at concurrency 4 and their "
-                   "TTFT is not explained: calibration_set_independent)")  # fmt: skip
+                   "+45%, and TensorRT-LLM's engine-level prefill); no other concurrency-1 vLLM "
+                   "run of a catalog model was found with its setup published: GPUStack's only "
+                   "one is Qwen3-8B's (a fit row), NIM's other concurrency-1 tables time "
+                   "TensorRT-LLM, and dstack's DeepSeek-R1 runs start at concurrency 4 and their "
+                   "TTFT is not explained (calibration_set_independent)")  # fmt: skip
 def test_ttft_at_concurrency_1_holds(scored: list[Scored]) -> None:
     held = _regime_held(scored, "TTFT at concurrency 1")
     assert len(held) >= 3 and _within(held) >= 0.7
