@@ -22,7 +22,10 @@ removed the V0 engine, as the vLLM post says).
 
 How the bars were read. The chart is 1,200 x 742 pixels; its gridlines (0 to 2,500 by 500) sit
 452 pixels apart from 0 to 2,500, 5.53 tokens/s a pixel; the bars' tops, against the 2,000
-line, read 2,180, 2,069 and 1,970 tokens/s per GPU, each to about 6 tokens/s (one pixel).
+line, read 2,180, 2,069 and 1,970 tokens/s per GPU, each to about 6 tokens/s (one pixel). vLLM's
+GB200 post (https://blog.vllm.ai/2026/02/03/dsr1-gb200-part1.html, its topline chart) labels
+an H200 decode deployment of 32 GPUs at 2,000 in / 2,000 out "2200" and calls it the earlier
+post's 2.2k: the EP-32 bar, rounded.
 
 What a row is. A decode rank holds 256 requests at once; with prompts prefilled on other
 nodes (each prompt's prefill and KV transfer a fraction of a second against about 230 s of
