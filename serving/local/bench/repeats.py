@@ -131,9 +131,16 @@ def median_repetition(group: Sequence[WorkloadReport]) -> WorkloadReport:
     return ordered[(len(ordered) - 1) // 2]
 
 
+# Two runs that measured the same value (the same requests hitting the same cached tokens)
+# may sum it in another order and differ in the last bits: equal to within this share is equal.
+SAME_VALUE = 1e-9
+
+
 def within(figure: RatioSpread | Spread, value: float) -> bool:
-    """`value` lies inside the figure's min–max over its repetitions."""
-    return figure.low <= value <= figure.high
+    """`value` lies inside the figure's min–max over its repetitions (its ends included, to the
+    rounding of float sums: `SAME_VALUE`)."""
+    slack = SAME_VALUE * max(abs(figure.low), abs(figure.high))
+    return figure.low - slack <= value <= figure.high + slack
 
 
 def reproduces(first: RatioSpread | Spread, second: RatioSpread | Spread) -> bool:

@@ -108,3 +108,15 @@ def test_a_rerun_reproduces_only_when_each_median_lies_in_the_other_runs_spread(
     wide = _headline([30.0, 9.0, 13.0], off)["figure"]
     assert wide.low <= first.median <= wide.high
     assert not reproduces(first, wide) and not reproduces(wide, first)
+
+
+def test_a_figure_both_runs_measured_alike_reproduces_whatever_order_it_was_summed_in() -> None:
+    """The same hit rate from both runs, summed in another order (0.1 + 0.2 is not 0.3 in
+    floats): each run's spread is that one value, and it reproduces; a value one cached
+    request away does not."""
+    hits = [0.1, 0.2]
+    first = spread([sum(hits)] * 3)
+    again = spread([0.3] * 3)
+    assert first.median != again.median
+    assert reproduces(first, again) and reproduces(again, first)
+    assert not reproduces(first, spread([0.3 + 1 / 128] * 3))
