@@ -179,19 +179,19 @@ def bench_table(
     return _table(_title(engine), reports, columns)
 
 
-def ratio_text(name: str, value: float) -> str:
+def ratio_text(name: str, value: float, digits: int = 2) -> str:
     """A headline ratio as the bench prints it: hit rates bare, the others as a factor."""
     bare = "hit rate" in name or "per request" in name
-    return f"{value:.2f}" if bare else f"{value:.2f}x"
+    return f"{value:.{digits}f}" if bare else f"{value:.{digits}f}x"
 
 
-def spread_text(name: str, figure: RatioSpread) -> str:
+def spread_text(name: str, figure: RatioSpread, digits: int = 2) -> str:
     """A headline figure over repetitions: the median (for a ratio, of the medians), its
     min–max over the repetitions, and "no difference measured" where the two configurations'
-    spreads overlap."""
-    text = ratio_text(name, figure.median)
+    spreads overlap. `digits`: decimals (3 where two runs' figures are set side by side)."""
+    text = ratio_text(name, figure.median, digits)
     if figure.repetitions > 1:
-        low, high = ratio_text(name, figure.low), ratio_text(name, figure.high)
+        low, high = ratio_text(name, figure.low, digits), ratio_text(name, figure.high, digits)
         text += f" ({low}–{high})"
     if figure.differs is False:
         text += f": {NO_DIFFERENCE}"

@@ -217,23 +217,26 @@ def routing_bench_console() -> str:
     return bench_console(ROUTING_BENCH, headers)
 
 
+def routing_bench_latency() -> str:
+    """The committed routing run's latencies: per token, the plain step (ITL p50) against each
+    request's mean (TPOT) and the steps a miss stalls (ITL p99)."""
+    headers = ("TTFT p99 ms", "TPOT p50 ms", "ITL p50 ms", "ITL p99 ms")
+    return f"```console\n{bench_text(ROUTING_BENCH, headers)}\n```"
+
+
 def vllm_bench_console() -> str:
-    # No ITL: this run's client timed server-sent lines when it parsed them (issue 34).
-    headers = ("req/s", "out tok/s", "TTFT p50 ms", "cache hit")
+    headers = ("req/s", "out tok/s", "TTFT p50 ms", "TPOT p50 ms", "ITL p50 ms", "tok/ arrival")
     return bench_console(VLLM_BENCH, headers)
 
 
 def vllm_bench_ratios() -> str:
-    # The fast paths' ratios are not published from this run: one run of each configuration,
-    # and two reruns of its command gave 1.11x, 1.30x, 0.86x and 0.74x, 0.69x, 1.08x (issue 34).
-    # A run with interleaved repetitions brings them back with their spreads.
+    """Serve's paths against bare vLLM and each other on one engine (the routers with the real
+    engine are the precise-routing page's)."""
     rows = (
-        ("multi-prompt, servestack's router/power of two, requests/s",
-         "multi-prompt: servestack router/power of two, requests/s"),
-        ("multi-prompt, servestack's router's hit rate (vLLM)",
-         "multi-prompt: servestack router cache hit rate (vLLM)"),
-        ("multi-prompt, power of two's hit rate (vLLM)",
-         "multi-prompt: power of two cache hit rate (vLLM)"),
+        ("fast path/bare vLLM, requests/s", "decode-heavy: fast path/bare vLLM, requests/s"),
+        ("Serve's default path/bare vLLM, requests/s",
+         "decode-heavy: fast paths off/bare vLLM, requests/s"),
+        ("fast paths on/off, requests/s", "decode-heavy: fast paths on/off, requests/s"),
     )  # fmt: skip
     return bench_ratios_table(VLLM_BENCH, (), rows)
 
@@ -361,6 +364,7 @@ REGIONS: dict[str, Maker] = {
     "default-bench-fast-paths": anywhere(default_bench_fast_paths),
     "routing-bench": anywhere(routing_bench_console),
     "routing-bench-routers": anywhere(lambda: simulated_router_ratios(ROUTING_BENCH)),
+    "routing-bench-latency": anywhere(routing_bench_latency),
     "vllm-bench": anywhere(vllm_bench_console),
     "vllm-bench-ratios": anywhere(vllm_bench_ratios),
     "precise-bench": anywhere(precise_bench_console),
