@@ -85,18 +85,16 @@ def rerun_table(first: Run, second: Run) -> str:
     return "\n".join(rows)
 
 
+def _bench_reruns(paths: tuple[str, str]) -> Maker:
+    return anywhere(lambda: rerun_table(*(_bench_figures(p) for p in paths)))
+
+
 REGIONS: dict[str, Maker] = {
-    "default-bench-rerun": anywhere(
-        lambda: rerun_table(*(_bench_figures(p) for p in DEFAULT_RUNS))
-    ),
-    "lora-bench-rerun": anywhere(lambda: rerun_table(*(_bench_figures(p) for p in LORA_RUNS))),
-    "routing-bench-rerun": anywhere(
-        lambda: rerun_table(*(_bench_figures(p) for p in ROUTING_RUNS))
-    ),
-    "vllm-bench-rerun": anywhere(lambda: rerun_table(*(_bench_figures(p) for p in VLLM_RUNS))),
-    "vllm-short-bench-rerun": anywhere(
-        lambda: rerun_table(*(_bench_figures(p) for p in VLLM_SHORT_RUNS))
-    ),
+    "default-bench-rerun": _bench_reruns(DEFAULT_RUNS),
+    "lora-bench-rerun": _bench_reruns(LORA_RUNS),
+    "routing-bench-rerun": _bench_reruns(ROUTING_RUNS),
+    "vllm-bench-rerun": _bench_reruns(VLLM_RUNS),
+    "vllm-short-bench-rerun": _bench_reruns(VLLM_SHORT_RUNS),
     "capacity-bench-rerun": anywhere(
         lambda: rerun_table(*(_capacity_figures(p) for p in CAPACITY_RUNS))
     ),

@@ -9,6 +9,7 @@ difference was measured, whatever the ratio says.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -131,16 +132,12 @@ def median_repetition(group: Sequence[WorkloadReport]) -> WorkloadReport:
     return ordered[(len(ordered) - 1) // 2]
 
 
-# Two runs that measured the same value (the same requests hitting the same cached tokens)
-# may sum it in another order and differ in the last bits: equal to within this share is equal.
-SAME_VALUE = 1e-9
-
-
 def within(figure: RatioSpread | Spread, value: float) -> bool:
-    """`value` lies inside the figure's min–max over its repetitions (its ends included, to the
-    rounding of float sums: `SAME_VALUE`)."""
-    slack = SAME_VALUE * max(abs(figure.low), abs(figure.high))
-    return figure.low - slack <= value <= figure.high + slack
+    """`value` lies inside the figure's min–max over its repetitions, its ends included to the
+    rounding of float sums (`math.isclose`): two runs that measured the same value may sum it in
+    another order and differ in the last bits."""
+    ends = (figure.low, figure.high)
+    return figure.low <= value <= figure.high or any(math.isclose(value, end) for end in ends)
 
 
 def reproduces(first: RatioSpread | Spread, second: RatioSpread | Spread) -> bool:
