@@ -47,6 +47,7 @@ so they are `fixed_prompts`. Where each row was read is in calibration_sources.
 from __future__ import annotations
 
 from calibration_row import ASYNC, Row, _p
+from calibration_set_accelmark import ACCELMARK_ROWS
 from calibration_set_independent import INDEPENDENT_ROWS
 from calibration_set_regimes import REGIME_ROWS, mean_tpot_rows
 from calibration_set_wide_ep import WIDE_EP_ROWS
@@ -329,5 +330,7 @@ ROWS += REGIME_ROWS
 ROWS += INDEPENDENT_ROWS
 # DP+EP decode across nodes, split by the same rule (calibration_set_wide_ep).
 ROWS += WIDE_EP_ROWS
+# Long prompts one at a time, engine-level, split by the same rule (calibration_set_accelmark).
+ROWS += ACCELMARK_ROWS
 # The mean TPOT of the random 2K and 4K runs, each in its run's part.
 ROWS += mean_tpot_rows(ROWS)

@@ -4,7 +4,7 @@ The efficiency constants in `serving.plan.fitted` were fitted on the `fit` rows;
 judge them. The acceptance bars for the held rows: at least 80% within ±25%, median |error| at most
 15%, and no class (dense decode, MoE decode, saturation, TTFT) below 60% within ±25%; and for the
 regimes issue 32 named (calibration_score.REGIMES), at least 3 held rows each and 70% of them
-within ±25%, which four of the seven meet (the others are strict xfails that say why). The error
+within ±25%, which five of the seven meet (the others are strict xfails that say why). The error
 bands the CLI publishes (`serving.plan.accuracy`, generated into `serving.plan.error_bands`) are
 recomputed here and must not drift.
 
@@ -30,6 +30,7 @@ from calibration_score import (
     within,
 )
 from calibration_set import ROWS
+from calibration_set_accelmark import ACCELMARK_ROWS
 from calibration_set_independent import INDEPENDENT_ROWS
 from calibration_set_regimes import MEAN_TPOT_MS, REGIME_ROWS
 from calibration_set_wide_ep import WIDE_EP_ROWS
@@ -70,10 +71,10 @@ def test_rows_schedule_as_their_published_runs_did(scored: list[Scored]) -> None
 def test_the_regime_rows_are_split_by_their_rule() -> None:
     """calibration_set_regimes fixed its split before the refit, by runs: within each page the
     new runs alternate fit, held, ..., the first fitted, in the order the page prints them; a
-    run's mean TPOT takes the part of its throughput row. calibration_set_independent's and
-    calibration_set_wide_ep's pages follow the same rule."""
+    run's mean TPOT takes the part of its throughput row. calibration_set_independent's,
+    calibration_set_wide_ep's and calibration_set_accelmark's pages follow the same rule."""
     parts: dict[str, list[str]] = {}
-    for row in REGIME_ROWS + INDEPENDENT_ROWS + WIDE_EP_ROWS:
+    for row in REGIME_ROWS + INDEPENDENT_ROWS + WIDE_EP_ROWS + ACCELMARK_ROWS:
         parts.setdefault(row.source, []).append(row.part)
     for page, page_parts in parts.items():
         assert page_parts == [("fit", "held")[i % 2] for i in range(len(page_parts))], page
@@ -102,7 +103,7 @@ def test_held_back_rows_meet_the_acceptance_bars(scored: list[Scored]) -> None:
     Llama-3.3-70B at 500 in (TensorRT-LLM's frontend and FP8 prefill are faster than vLLM's:
     the same page's concurrency-1 runs put its floor at 13-20 ms and its prefill at 0.07-0.08 ms
     per token) and DeepSeek-R1 on 8xH200 (slower than planned in every regime: 19.4 ms per
-    token at concurrency 4 against 16.4, its time to first token at concurrency 4 at -42%;
+    token at concurrency 4 against 16.2, its time to first token at concurrency 4 at -41%;
     of its rows only the random 4K run is fitted)."""
     print("\n" + table(scored))
     held = [s for s in scored if s.row.part == "held"]
@@ -112,7 +113,13 @@ def test_held_back_rows_meet_the_acceptance_bars(scored: list[Scored]) -> None:
         assert _within([s for s in held if s.row.klass == klass]) >= 0.6, klass
 
 
-MET_REGIMES = ("saturated dense", "saturated MoE", "large MoE on A100", "ITL under concurrency")
+MET_REGIMES = (
+    "saturated dense",
+    "saturated MoE",
+    "large MoE on A100",
+    "ITL under concurrency",
+    "TTFT at concurrency 1",
+)
 
 
 def _regime_held(scored: list[Scored], name: str) -> list[Scored]:
@@ -127,10 +134,29 @@ def test_each_regime_holds_on_its_held_rows(scored: list[Scored], name: str) -> 
     assert _within(held) >= 0.7
 
 
+# Published runs read for the short regimes (MLA at TP8 on Hopper, TTFT at concurrency 1,
+# DP+EP across nodes) and left out, so the next search starts past them; none is a row: each
+# lacks a figure or a setup a row needs, or is not vLLM on a catalog GPU.
+# - github.com/ree2raz/inference-bench: vLLM 0.20.1 at concurrency 1 on A100 40GB and 80GB. It
+#   keeps only the median TTFT, its 100 short chat prompts hold 49 distinct texts (prefix-cache
+#   hits by vLLM's default), and it gives their length only as "<= 256" / "~200 tokens".
+# - github.com/yobitelcomm/bench validation-runs: vLLM 0.21/0.22 on H100s, median TTFT only,
+#   the built-in prompts' lengths not given with the runs, the 72B run's layout not stated.
+# - github.com/tenstorrent/tt-inference-server/issues/356: DeepSeek-R1-0528-AWQ on 8xH100 under
+#   vLLM at concurrency 1: no vLLM version or serve flags, 2 to 4 requests a point, TTFT not
+#   rising with the prompt (4,096 tokens 120.1 ms, 3,072 tokens 131.7 ms); W4A16 experts.
+# - docs.vultr.com/inference-cookbook/cuda: vLLM 0.12/0.16 on B200 only; of its models only
+#   MiniMax-M2.5 has a form the planner models (the others hybrid Mamba, NAS-pruned or sparse
+#   attention), one concurrency-1 run.
+# - vLLM pull requests with `vllm bench serve` at concurrency 1 on H200 (#36559, #43677):
+#   builds of the day's main; each block's serve command is not stated beside it.
+# - docs.ngkore.org "Benchmarking LLModels with vLLM": no GPU stated; io.net's TTFT table: no
+#   engine or setup; Red Hat's MLA post (Feb 2025): ratios only; vLLM's GB200 wide-EP post:
+#   Blackwell; no llm-d or vLLM wide-EP chart on Hopper beyond calibration_set_wide_ep's.
 @pytest.mark.xfail(strict=True, reason="DeepSeek-R1 at TP8 on H200, 7 of 12 held rows within "
                    "±25% (GPUStack on vLLM 0.11, dstack on vLLM 0.7.4). Outside: dstack's decode "
-                   "at concurrency 4 (-26%; GPUStack's, -15%, is slower than planned too), "
-                   "GPUStack's 2K-burst TPOT (-45%), TTFT at concurrency 4 (-42%) and ShareGPT "
+                   "at concurrency 4 (-27%; GPUStack's, -16%, is slower than planned too), "
+                   "GPUStack's 2K-burst TPOT (-45%), TTFT at concurrency 4 (-41%) and ShareGPT "
                    "throughput (+41%), and dstack's 6,400-token outputs at concurrency 128 "
                    "(-45%), whose sequences outgrow the KV cache and, all of one length, finish "
                    "in waves: the closed loop counts the preempted requests' wait as if each "
@@ -139,17 +165,6 @@ def test_each_regime_holds_on_its_held_rows(scored: list[Scored], name: str) -> 
                    "its bound and the rest is not explained")  # fmt: skip
 def test_mla_at_tp8_on_hopper_holds(scored: list[Scored]) -> None:
     held = _regime_held(scored, "MLA at TP8 on Hopper")
-    assert len(held) >= 3 and _within(held) >= 0.7
-
-
-@pytest.mark.xfail(strict=True, reason="2 held rows only (NIM's Llama-3.3-70B at 500 tokens, "
-                   "+45%, and TensorRT-LLM's engine-level prefill); no other concurrency-1 vLLM "
-                   "run of a catalog model was found with its setup published: GPUStack's only "
-                   "one is Qwen3-8B's (a fit row), NIM's other concurrency-1 tables time "
-                   "TensorRT-LLM, and dstack's DeepSeek-R1 runs start at concurrency 4 and their "
-                   "TTFT is not explained (calibration_set_independent)")  # fmt: skip
-def test_ttft_at_concurrency_1_holds(scored: list[Scored]) -> None:
-    held = _regime_held(scored, "TTFT at concurrency 1")
     assert len(held) >= 3 and _within(held) >= 0.7
 
 
