@@ -67,7 +67,8 @@ CONSTANTS: dict[str, Constant] = {
         "The same on Hopper (9). Hopper's peak is three times Ampere's and reachable only by "
         "kernels built for it (wgmma, TMA); the GEMMs a serving engine runs reach a smaller share "
         "of it than Ampere's, as the published runs show: Qwen3-14B prefills 2K prompts at about "
-        "60% of an A100's peak and 35% of an H100's."),
+        "54% of an A100's peak and 31% of an H100's (of the math its layers do: the embedding is "
+        "a lookup, the LM head one row a prompt)."),
     "DECODE_MFU": Constant(0.1, 0.75,
         "Fraction of peak tensor-core FLOP/s reached by compute-bound decode."),
     "ATTENTION_MFU_HOPPER": Constant(0.15, 0.75,

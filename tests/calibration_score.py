@@ -84,7 +84,7 @@ def opening_wave_s(row: Row, spec: ModelSpec, machine: MachineType, layout: Para
     assert row.prompts is not None, f"{row.label}: the setup states no number of prompts"
     tokens = spec.workload.input_tokens
     one = prefill_s(spec, machine, layout, tokens)
-    batched = prefill_s(spec, machine, layout, concurrency * tokens)
+    batched = prefill_s(spec, machine, layout, concurrency * tokens, sampled=concurrency)
     per_prompt = max(_serial_s(row), (batched - one) / (concurrency - 1))
     return concurrency / row.prompts * (concurrency - 1) / 2 * per_prompt
 

@@ -112,13 +112,16 @@ def prefill_compute_s(
     tokens: int,
     step_tokens: float | None = None,
     cached: int = 0,
+    sampled: float | None = None,
 ) -> float:
     """Math for `tokens` prompt tokens after `cached` ones the prefix cache served: the active
     weights, plus causal attention (half of the tokens x tokens score and value products, and
     all of them against the cached tokens) at the attention kernel's efficiency, plus MLA's
     re-projection of earlier chunks (_mla_context_flops, heads split over TP). Attention
     runs in BF16 whatever the weights' format: FP8 weights quantize the linear layers, not the
-    query, key and value activations (vLLM's FlashAttention and FlashMLA prefill take BF16)."""
+    query, key and value activations (vLLM's FlashAttention and FlashMLA prefill take BF16).
+    The LM head multiplies one row per step the prompt's chunks take (`sampled`, by default
+    ceil(tokens / max_num_batched_tokens): roofline.lm_head_flops), not every prompt token."""
     arch = spec.architecture
     pairs = tokens * (tokens + 2 * cached)
     attention_flops = 2 * pairs * _attention_width(spec) * arch.context_attention_layers
@@ -133,14 +136,21 @@ def prefill_compute_s(
     # A lone prompt fills its steps up to the token budget; a saturated server's steps carry
     # other prompts and decodes too (`step_tokens`), which fills the experts' tiles.
     step = min(tokens, spec.max_num_batched_tokens) if step_tokens is None else step_tokens
-    return matmul_s(spec, layout, tokens, mfu, step) + attention_s + context_s
+    rows = math.ceil(tokens / spec.max_num_batched_tokens) if sampled is None else sampled
+    return matmul_s(spec, layout, tokens, mfu, step, rows) + attention_s + context_s
 
 
 def prefill_s(
-    spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int, cached: int = 0
+    spec: ModelSpec,
+    machine: MachineType,
+    layout: Parallelism,
+    tokens: int,
+    cached: int = 0,
+    sampled: float | None = None,
 ) -> float:
     """Chunked prefill of `tokens` prompt tokens after `cached` ones the prefix cache served:
-    math-bound, at least one weight read per chunk."""
+    math-bound, at least one weight read per chunk; the LM head multiplies `sampled` rows
+    (prefill_compute_s)."""
     chunks = math.ceil(tokens / spec.max_num_batched_tokens)
     hbm = spec.gpu.hbm_bandwidth_bytes_per_s
     dense = dense_weight_bytes_per_gpu(spec, layout)
@@ -158,7 +168,7 @@ def prefill_s(
     )
     comm = comm_s(spec, machine, layout, tokens) + (chunks - 1) * comm_s(spec, machine, layout, 0)
     step = fitted.STEP_OVERHEAD_S + layers_overhead_s(spec, layout)
-    compute_s = prefill_compute_s(spec, layout, tokens, cached=cached)
+    compute_s = prefill_compute_s(spec, layout, tokens, cached=cached, sampled=sampled)
     return max(compute_s, memory_s) + comm + chunks * step
 
 
@@ -200,8 +210,11 @@ def ttft_s(
     lengths = prompt_lengths(work.input_tokens) if spread else [work.input_tokens]
     lengths = [min(length, longest) for length in lengths]
     cached = [cached_prefix_tokens(spec, length) for length in lengths]
+    # The step samples the prompt once per chunk and each running sequence once.
+    budget = spec.max_num_batched_tokens
     joined_step = statistics.fmean(
-        prefill_s(spec, machine, layout, length - hit + running, cached=hit)
+        prefill_s(spec, machine, layout, length - hit + running, hit,
+                  math.ceil((length - hit) / budget) + running)
         for length, hit in zip(lengths, cached, strict=True)
-    )
+    )  # fmt: skip
     return fitted.TTFT_FLOOR_S + joined_step + fitted.PER_SEQUENCE_STEP_S * running + wait

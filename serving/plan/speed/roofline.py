@@ -34,13 +34,12 @@ def expert_bytes_touched_per_gpu(spec: ModelSpec, layout: Parallelism, tokens: i
     return experts / (shards * layout.pipeline) * touched
 
 
-def _expert_flops_share(spec: ModelSpec) -> float:
-    """Share of a token's active parameters that sit in routed experts."""
+def _routed_params(spec: ModelSpec) -> float:
+    """A token's active parameters that sit in routed experts."""
     arch = spec.architecture
     if not arch.is_moe:
         return 0.0
-    routed = arch.expert_params * arch.experts_per_token / arch.num_experts
-    return routed / arch.active_params
+    return arch.expert_params * arch.experts_per_token / arch.num_experts
 
 
 def _expert_math_flops(spec: ModelSpec) -> float:
@@ -97,23 +96,40 @@ def matmul_s(
     tokens: float,
     mfu: float,
     step_tokens: float | None = None,
+    sampled: float | None = None,
 ) -> float:
     """Math for `tokens` tokens through the active weights, in steps of `step_tokens` (all of
     them at once, by default); expert GEMMs run less efficiently, and pad their tiles
     (expert_tile_efficiency). The weights every TP rank holds whole (MLA's down-projections)
-    are multiplied on every rank, not shared out."""
-    share = _expert_flops_share(spec)
-    flops = 2 * spec.architecture.active_params * tokens
+    are multiplied on every rank, not shared out. Two of the active weights are not multiplied
+    by every token (lm_head_flops): the input embedding is a row lookup, and the LM head
+    multiplies only the `sampled` rows (every token, by default: a decode step's)."""
+    arch = spec.architecture
+    routed = _routed_params(spec)
+    body = arch.active_params - routed - arch.embedding_params
+    dense = 2 * body * tokens + lm_head_flops(spec, tokens if sampled is None else sampled)
     replicated = 2 * replicated_params(spec) * tokens
     gpu_rate = math_flops(spec) * mfu
     tiles = expert_tile_efficiency(spec, layout, tokens if step_tokens is None else step_tokens)
     expert_rate = layout.tensor * _expert_math_flops(spec) * mfu * fitted.EXPERT_MFU_SHARE * tiles
-    dense = flops * (1 - share)
     return (
         (dense - replicated) / (layout.tensor * gpu_rate)
         + replicated / gpu_rate
-        + flops * share / expert_rate
+        + 2 * routed * tokens / expert_rate
     )
+
+
+def lm_head_flops(spec: ModelSpec, sampled: float) -> float:
+    """The LM head's math for `sampled` rows. vLLM computes logits only at the positions it
+    samples from: `compute_logits(hidden_states[logits_indices])` with `logits_indices =
+    query_start_loc[1:] - 1`, one row per request in the step, a prompt's chunk included
+    (vllm/v1/worker/gpu_model_runner.py, vLLM 0.22; V0 likewise prunes the hidden states to
+    its `selected_token_indices`). A decode step samples every token, a prefill one row per
+    prompt and step. The input embedding is `F.embedding`, a row lookup
+    (vllm/model_executor/layers/vocab_parallel_embedding.py): no multiply at all. A tied head
+    is the same matrix, multiplied all the same."""
+    arch = spec.architecture
+    return 2 * arch.vocab_size * arch.hidden_size * sampled
 
 
 def layers_overhead_s(spec: ModelSpec, layout: Parallelism) -> float:

@@ -51,9 +51,10 @@ def no_tile_padding(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def coefficients(model: ModelSpec) -> tuple[float, float]:
-    """(m, a) of m*T + a*T^2 from the prefill of T and 2T tokens."""
-    once = prefill_compute_s(model, model.parallelism, TOKENS)
-    twice = prefill_compute_s(model, model.parallelism, 2 * TOKENS)
+    """(m, a) of m*T + a*T^2 from the prefill of T and 2T tokens, without the LM head's rows
+    (sampled=0; test_speed_lm_head tests them)."""
+    once = prefill_compute_s(model, model.parallelism, TOKENS, sampled=0)
+    twice = prefill_compute_s(model, model.parallelism, 2 * TOKENS, sampled=0)
     attention = (twice - 2 * once) / (2 * TOKENS**2)
     matmul = (4 * once - twice) / (2 * TOKENS)
     return matmul, attention
@@ -87,40 +88,46 @@ class TestPrefillAttention:
         # vLLM's MLA prefill attends to earlier chunks through their cached latents, which it
         # up-projects again through kv_b_proj (512 -> 128 heads x (128 + 128)) for each later
         # chunk: a 32,768-token prompt in chunks of 8,192 re-projects 8,192 x (1 + 2 + 3)
-        # tokens in each of 61 layers, heads split over 8 ranks, at FP8 prefill math.
+        # tokens in each of 61 layers, heads split over 8 ranks, at FP8 prefill math. Its four
+        # steps also sample it four times, three more rows of the LM head (129,280 x 7,168)
+        # than one step does.
         chunked = spec(architecture="deepseek-v3", accelerator="h200-141gb",
                        parallelism={"tensor": 8}, max_num_batched_tokens=8192)  # fmt: skip
         whole = chunked.model_copy(update={"max_num_batched_tokens": 32768})
         h200 = ACCELERATORS["h200-141gb"]
         assert h200.fp8_dense_flops is not None
-        flops = 8192 * 6 * 2 * 512 * 128 * 256 * 61
+        flops = 8192 * 6 * 2 * 512 * 128 * 256 * 61 + 3 * 2 * 129280 * 7168
         expected = flops / (8 * h200.fp8_dense_flops * PREFILL_MFU[9])
         layout = chunked.parallelism
         extra = prefill_compute_s(chunked, layout, 32768) - prefill_compute_s(whole, layout, 32768)
         assert extra == pytest.approx(expected)
         # a prompt that fits one chunk has no earlier chunk to re-project
         assert prefill_compute_s(chunked, layout, 8192) == prefill_compute_s(whole, layout, 8192)
-        # grouped-query models keep every chunk's keys and values whole in the cache
+        # grouped-query models keep every chunk's keys and values whole in the cache: the
+        # chunks cost only their three more LM-head rows (128,256 x 8,192, over 4 ranks)
         llama = spec(architecture="llama-3.3-70b", accelerator="h100-80gb",
                      parallelism={"tensor": 4}, max_num_batched_tokens=8192)  # fmt: skip
         unchunked = llama.model_copy(update={"max_num_batched_tokens": 32768})
-        assert prefill_compute_s(llama, llama.parallelism, 32768) == prefill_compute_s(
-            unchunked, llama.parallelism, 32768
+        rows = 3 * 2 * 128256 * 8192 / (4 * H100.bf16_dense_flops * PREFILL_MFU[9])
+        chunked_s = prefill_compute_s(llama, llama.parallelism, 32768)
+        assert chunked_s - prefill_compute_s(unchunked, llama.parallelism, 32768) == (
+            pytest.approx(rows)
         )
 
 
 class TestBlockFp8Experts:
     @pytest.mark.usefixtures("no_tile_padding")
     def test_fp8_experts_gain_the_fused_moe_speedup_not_fp8_peak(self) -> None:
-        # Qwen3-235B-A22B: 22B active, of which 8 of 128 experts' 227.2B parameters are routed.
+        # Qwen3-235B-A22B: 22B active, of which 8 of 128 experts' 227.2B parameters are routed;
+        # its embedding and LM head (151,936 x 4,096 each) are not multiplied per prompt token.
         arch = ARCHITECTURES["qwen3-235b-a22b"]
-        routed = arch.expert_params * 8 / 128 / arch.active_params
+        routed = arch.expert_params * 8 / 128
         bf16 = spec(architecture="qwen3-235b-a22b", accelerator="h100-80gb",
                     parallelism={"tensor": 4})  # fmt: skip
         fp8 = bf16.model_copy(update={"quantization": "fp8"})
-        per_token = 2 * arch.active_params / (4 * PREFILL_MFU[9])
-        dense = per_token * (1 - routed)
-        experts = per_token * routed / EXPERT_MFU_SHARE
+        body = arch.active_params - routed - 2 * 151936 * 4096
+        dense = 2 * body / (4 * PREFILL_MFU[9])
+        experts = 2 * routed / (4 * PREFILL_MFU[9]) / EXPERT_MFU_SHARE
         assert coefficients(bf16)[0] == pytest.approx(
             dense / H100.bf16_dense_flops + experts / H100.bf16_dense_flops
         )

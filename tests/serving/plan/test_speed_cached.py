@@ -24,13 +24,15 @@ def test_the_cache_serves_its_share_but_never_the_whole_prompt() -> None:
 def test_computing_a_suffix_costs_the_whole_prompt_less_its_prefix() -> None:
     """Causal attention over a prompt of T tokens costs in proportion to T² / 2 pairs, the
     weights in proportion to T: the 250 tokens after a cached 750 cost what 1,000 tokens cost
-    less what the first 750 cost (at one step size, so the weights' efficiency is the same)."""
+    less what the first 750 cost (at one step size, so the weights' efficiency is the same),
+    the first 750 taken as a chunk that samples nothing (the whole prompt and its suffix each
+    sample one LM-head row)."""
     model = spec(workload={"input_tokens": 1000})
     layout = model.parallelism
     step = 2048.0
     suffix = prefill_compute_s(model, layout, 250, step, cached=750)
     whole = prefill_compute_s(model, layout, 1000, step)
-    prefix = prefill_compute_s(model, layout, 750, step)
+    prefix = prefill_compute_s(model, layout, 750, step, sampled=0)
     assert suffix == pytest.approx(whole - prefix)
     assert suffix > prefill_compute_s(model, layout, 250, step)  # it attends to the prefix
 
