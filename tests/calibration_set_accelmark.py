@@ -8,12 +8,13 @@ generator (loadgen/loadgen.py). Suite D is Llama-3.1-8B-Instruct in BF16 on one 
 max_model_len 30,208, over the long-context ShareGPT set (datasets/sharegpt_longctx_v1), whose
 prompts the suite states at 28,245 / 28,650 / 29,210 tokens (p25 / p50 / p75), generation capped
 at 256 tokens, greedy. Its interactive scenario sends the set's first 100 prompts one at a time,
-each after the last has finished (_run_interactive_async), a warm-up pass and then 2 timed runs,
-and reports the median and tails of the time to first token over the 200 timed requests. The
-runner nvidia_vllm_47f5d58e runs vLLM 0.7.3 in process: AsyncLLMEngine.from_engine_args with the
-model, dtype, tensor_parallel_size, gpu_memory_utilization and max_model_len set and nothing else,
-each prompt passed as text through the tokenizer's chat template, the first token timed at the
-first output of engine.generate that carries a token (inference_fn_streaming).
+each after the last has finished (_run_interactive_async), in 2 runs with no warm-up pass
+(interactive_warmup_runs 0), and reports the median and tails of the time to first token over
+the 200 requests. The runner nvidia_vllm_47f5d58e runs vLLM 0.7.3 in process:
+AsyncLLMEngine.from_engine_args with the model, dtype, tensor_parallel_size, enforce_eager off,
+gpu_memory_utilization and max_model_len, no scheduler setting; each prompt passed as text
+through the tokenizer's chat template, the first token timed at the first output of
+engine.generate that carries a token (inference_fn_streaming).
 
 What a row is. The median time to first token of the run, as the engine-level prefill of a
 prompt of the set's median length (`prefill`, like TensorRT-LLM's batch-1 rows): one request at
