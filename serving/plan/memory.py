@@ -113,6 +113,22 @@ def dense_weight_bytes_per_gpu(spec: ModelSpec, layout: Parallelism) -> float:
     return (dense - replicated) / layout.model_parallel_size + replicated / layout.pipeline
 
 
+def streamed_weight_bytes_per_gpu(spec: ModelSpec, layout: Parallelism, tokens: float) -> float:
+    """The non-expert weights one step of `tokens` tokens reads from HBM: all of
+    dense_weight_bytes_per_gpu but the input embedding's rows no token of the step looks up.
+    vLLM's input embedding is `F.embedding` over this rank's vocabulary shard, a gather of one
+    row a token (VocabParallelEmbedding.forward, vllm/model_executor/layers/
+    vocab_parallel_embedding.py, vLLM 0.22), so an untied table is read a row a token, not
+    whole; a tied table is the LM head's matrix, which the head reads whole every step."""
+    arch = spec.architecture
+    dense = dense_weight_bytes_per_gpu(spec, layout)
+    if arch.tied_embeddings:
+        return dense
+    row = arch.hidden_size * BYTES_PER_WEIGHT["bf16"]
+    table = arch.vocab_size * row
+    return dense - (table - min(tokens, arch.vocab_size) * row) / layout.model_parallel_size
+
+
 def weight_bytes_per_gpu(spec: ModelSpec, layout: Parallelism) -> float:
     """Non-expert weights as above; experts over EP (= DP x TP) x PP when EP is on, else TP x PP."""
     _, experts = weight_bytes(spec)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from serving.catalog import MachineType
 from serving.plan import fitted
 from serving.plan.collectives import comm_s
-from serving.plan.memory import dense_weight_bytes_per_gpu, kv_bytes_per_token_per_gpu
+from serving.plan.memory import kv_bytes_per_token_per_gpu, streamed_weight_bytes_per_gpu
 from serving.plan.speed.roofline import (
     async_scheduling,
     expert_bytes_touched_per_gpu,
@@ -24,7 +24,7 @@ def decode_step_s(
 ) -> float:
     """One decode step for `batch` sequences of `context` tokens on one DP rank."""
     hbm = spec.gpu.hbm_bandwidth_bytes_per_s
-    dense = dense_weight_bytes_per_gpu(spec, layout)
+    dense = streamed_weight_bytes_per_gpu(spec, layout, batch)
     group_tokens = batch * layout.data  # experts see every DP rank's tokens
     experts_read = expert_bytes_touched_per_gpu(spec, layout, group_tokens)
     kv_read = batch * context * kv_bytes_per_token_per_gpu(spec, layout)

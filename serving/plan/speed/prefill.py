@@ -12,7 +12,7 @@ import statistics
 from serving.catalog import MachineType
 from serving.plan import fitted
 from serving.plan.collectives import comm_s
-from serving.plan.memory import dense_weight_bytes_per_gpu
+from serving.plan.memory import streamed_weight_bytes_per_gpu
 from serving.plan.speed.decode import decode_step_s
 from serving.plan.speed.roofline import (
     async_scheduling,
@@ -153,10 +153,10 @@ def prefill_s(
     (prefill_compute_s)."""
     chunks = math.ceil(tokens / spec.max_num_batched_tokens)
     hbm = spec.gpu.hbm_bandwidth_bytes_per_s
-    dense = dense_weight_bytes_per_gpu(spec, layout)
     # Each chunk streams the dense weights, and the experts its tokens route to at the grouped
     # GEMMs' efficiency, as a decode step does.
     chunk_tokens = min(tokens, spec.max_num_batched_tokens) * layout.data
+    dense = streamed_weight_bytes_per_gpu(spec, layout, min(tokens, spec.max_num_batched_tokens))
     experts_read = expert_bytes_touched_per_gpu(spec, layout, chunk_tokens)
     memory_s = (
         chunks
