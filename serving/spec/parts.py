@@ -242,6 +242,24 @@ class Workload(StrictFrozen):
         "each prompt, and an alert fires when the measured rate stays below it. Unset: the "
         "plan assumes none, and no alert.",
     )  # fmt: skip
+    max_output_tokens: int | None = Field(
+        default=None, ge=1,
+        description="The generation cap each request sets (max_tokens), at which vLLM stops "
+        "it: the estimates spread outputs around output_tokens as chat completions spread, cut "
+        "at the cap, so the longest end together there. Unset: no cap short of max_model_len.",
+    )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _cap_holds_the_mean(self) -> Workload:
+        cap = self.max_output_tokens
+        if cap is not None and cap < self.output_tokens:
+            raise FixableValueError(
+                f"max_output_tokens ({cap}) is below output_tokens ({self.output_tokens}): no "
+                "request could generate the mean",
+                f"raise max_output_tokens to at least {self.output_tokens}, or unset it",
+                field="max_output_tokens",
+            )
+        return self
 
 
 class FastPaths(StrictFrozen):

@@ -74,21 +74,57 @@ def burst_decode_s(
     return queued_tokens / batch * full + drain_s(spec, machine, layout, batch, requests)
 
 
+def output_scale(spec: ModelSpec) -> float:
+    """The scale of the exponential the workload's outputs spread by: the mean itself, or, where
+    requests stop at a cap C (workload.max_output_tokens: vLLM ends a sequence at its
+    SamplingParams.max_tokens), the scale whose exponential cut at C keeps the mean,
+    mean = scale x (1 - e^(-C / scale)); infinite where the mean is the cap (every output
+    reaches it)."""
+    work = spec.workload
+    mean, cap = work.output_tokens, work.max_output_tokens
+    if cap is None:
+        return float(mean)
+    if mean >= cap:
+        return math.inf
+    # (1 - e^-x) / x falls from 1 at x = 0: solve it for x = C / scale by bisection.
+    low, high = 1e-9, 1e3
+    for _ in range(200):
+        x = (low + high) / 2
+        low, high = (x, high) if (1 - math.exp(-x)) / x > mean / cap else (low, x)
+    return cap / ((low + high) / 2)
+
+
 def drain_phases(spec: ModelSpec, batch: int, requests: float) -> list[tuple[float, int]]:
     """The steps a full batch of `batch` sequences (or all `requests`, if fewer) takes to drain
-    once no request queues, as (steps, sequences decoded in each) pairs."""
-    mean_output = spec.workload.output_tokens
-    # Draining from b sequences: b(t) = b e^(-t/mean), so the steps spent between batch sizes
-    # B and B - dB are mean x dB / B. Sum that over batch sizes, log-spaced, down to one.
+    once no request queues, as (steps, sequences decoded in each) pairs. Outputs spread
+    exponentially (output_scale); under a cap the batch drains only until the cap, where the
+    rest end together."""
+    cap = spec.workload.max_output_tokens
+    scale = output_scale(spec)
     draining = min(float(batch), requests)
+    if math.isinf(scale):
+        assert cap is not None
+        return [(float(cap), max(1, round(draining)))]
+    # Draining from b sequences: b(t) = b e^(-t/scale), so the steps spent between batch sizes
+    # B and B - dB are scale x dB / B. Sum that over batch sizes, log-spaced, down to one or to
+    # the batch left at the cap.
+    lowest = 1.0 if cap is None else max(1.0, draining * math.exp(-cap / scale))
     points = max(2, min(DRAIN_POINTS, int(draining)))
-    sizes = [draining ** (1 - i / (points - 1)) for i in range(points)]
+    sizes = [
+        draining ** (1 - i / (points - 1)) * lowest ** (i / (points - 1)) for i in range(points)
+    ]
     phases = [
-        (mean_output * math.log(high / low), max(1, round(math.sqrt(high * low))))
+        (scale * math.log(high / low), max(1, round(math.sqrt(high * low))))
         for high, low in itertools.pairwise(sizes)
     ]
-    # The longest of them outlives the last drain step by about one mean length.
-    return [*phases, (float(mean_output), 1)]
+    if lowest > 1.0:
+        return phases
+    # The longest of them outlives the last drain step by its remaining length: about one
+    # scale (an exponential forgets how long it has run), cut at the cap.
+    tail = scale
+    if cap is not None:
+        tail *= 1 - math.exp(-(cap - scale * math.log(draining)) / scale)
+    return [*phases, (tail, 1)]
 
 
 def drain_s(
