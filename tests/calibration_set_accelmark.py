@@ -1,5 +1,6 @@
 """Calibration rows for the time to first token at concurrency 1, the regime issue 32 found
-with two held rows: AccelMark's long-context runs of vLLM, one request at a time.
+with two held rows: AccelMark's long-context runs of vLLM, one request at a time; and for
+saturation on eight GPUs: AccelMark's offline runs of Llama-3-70B and Mixtral-8x7B at TP 8.
 
 Where they were read. AccelMark (github.com/FreedomIntelligence/AccelMark, commit 5797fc4)
 publishes each verified run as results/verified/<run>/<scenario>/result.json, with the suite it
@@ -42,6 +43,33 @@ RTX, L4, V100, T4) are not rows.
 The split follows calibration_set_regimes' rule, by runs, in the order the results folder lists
 them (results/verified/, by name): fit, held, fit, held
 (tests/serving/plan/test_published_measurements.py checks it).
+
+The offline runs on eight GPUs (a page of their own, ACCELMARK_OFFLINE; the same split rule).
+Suites B and G serve Meta-Llama-3-70B-Instruct and Mixtral-8x7B-Instruct-v0.1 in BF16 at TP 8
+with max_model_len 4,096 over the standard ShareGPT set (datasets/sharegpt_standard_v1),
+generation capped at 512 tokens (output_tokens_max, the runner's SamplingParams.max_tokens),
+greedy. The offline scenario (loadgen.py, _run_offline) hands the set's first 100 prompts
+(request_count) to the runner's sync `LLM.generate` at once, after a warm-up pass, 3 runs, and
+reports the median output tokens per second; it does so at each of the suite's "client
+concurrency" levels, which set nothing (the runner sends all 100 whatever the level: the A100
+runs read the same to 0.1% at every level), so a row takes the median of the levels' figures.
+The runner's LLM class is vLLM 0.7.3's V0 engine with max_num_seqs 512 (the runner's default),
+CUDA graphs on, no chunked prefill below a max_model_len of 32K and so a token budget of
+max_model_len, no prefix caching. The requests' mean lengths come from the runs' own totals:
+the A100 runs also publish input-plus-output tokens per second (throughput_tokens_per_sec_total),
+so input tokens a request = (total - output) x elapsed / 100 and output tokens = output x
+elapsed / 100 (elapsed_seconds_median, at the median level); the H200 runs publish no total,
+and take the A100 run's input length (the same prompts through the same tokenizer and chat
+template) and their own output length (greedy decoding on other GPUs ends some outputs
+elsewhere). Means of 344 to 365 under a cap of 512 put a good share of the outputs at the cap
+(workload.max_output_tokens). Llama-3-70B is planned as llama-3.3-70b, whose config.json has
+the same shapes (80 layers, hidden 8,192, 64 query and 8 KV heads, FFN 28,672, vocabulary
+128,256, untied). Left out: these runs' interactive time per output token (one request at a
+time, paced by the host's per-step work, as suite D's), their online runs (Poisson arrivals:
+the running batch is not stated, and the figures are medians), the sustained runs (throughput
+of a closed loop of 4 or 8, a metric no row has), suite E (Llama-3-8B at TP 1 to 8 over 150
+prompts, runs of 6 to 18 s), and the runs on GPUs the catalog does not hold (A800, H20, RTX,
+V100).
 """
 
 from __future__ import annotations
@@ -83,4 +111,55 @@ ACCELMARK_ROWS: list[Row] = [
                  1076.72, 1126.57, "fit"),
     _interactive("nvidia_h200x1_suite_D_nvidia_vllm_47f5d58e_62a36028", "h200-141gb",
                  1165.86, 1218.3, "held"),
+]  # fmt: skip
+
+
+ACCELMARK_OFFLINE = (
+    "https://github.com/FreedomIntelligence/AccelMark (commit 5797fc4): "
+    "results/verified/<run>/offline/result.json, suites/suite_B/suite.json, "
+    "suites/suite_G/suite.json, runners/nvidia_vllm_47f5d58e/runner.py, loadgen/loadgen.py"
+)
+_STANDARD_CONTEXT = 4096
+_CAP = 512
+# vLLM 0.7's V0 engine as the runner's LLM() starts it: max_num_seqs 512, no chunked prefill.
+_V0_OFFLINE = {
+    "max_num_seqs": 512,
+    "max_num_batched_tokens": _STANDARD_CONTEXT,
+    "prefix_caching": False,
+}
+_MODELS = {"B": ("llama-3.3-70b", "Meta-Llama-3-70B-Instruct"),
+           "G": ("mixtral-8x7b", "Mixtral-8x7B-Instruct-v0.1")}  # fmt: skip
+
+
+def _offline(
+    run: str, accelerator: str, suite: str, levels: tuple[float, float, float],
+    lengths: tuple[int, int], part: Part,
+) -> Row:  # fmt: skip
+    arch, model = _MODELS[suite]
+    profile = _p(arch, accelerator, 8, max_model_len=_STANDARD_CONTEXT, **_V0_OFFLINE)
+    profile["workload"] = {"input_tokens": lengths[0], "output_tokens": lengths[1],
+                           "max_output_tokens": _CAP}  # fmt: skip
+    setup = (
+        f"run {run}: {model} BF16, 8x{accelerator} TP8, vLLM 0.7.3 (V0) LLM.generate in "
+        f"process; suite {suite} offline, the first 100 prompts of the standard ShareGPT set "
+        f"at once (mean {lengths[0]} in, {lengths[1]} out, up to {_CAP}), 3 runs after a "
+        f"warm-up; output tokens/s, the median of the levels' "
+        f"{', '.join(f'{v:,.2f}' for v in levels)}"
+    )
+    return Row(ACCELMARK_OFFLINE, setup, "output_tps", sorted(levels)[1], profile, part)
+
+
+ACCELMARK_ROWS += [
+    # In the order results/verified/ lists the runs. Lengths: A100 suite B, (2,973.19 -
+    # 1,704.46) x 20.2 / 100 = 256 in and 1,704.46 x 20.2 / 100 = 344 out; suite G, (6,016.78
+    # - 3,215.89) x 10.9 / 100 = 305 in and 3,215.89 x 10.9 / 100 = 351 out; H200 suite B,
+    # 3,406.6 x 10.7 / 100 = 365 out, suite G, 5,332.7 x 6.3 / 100 = 336 out.
+    _offline("nvidia_a100_sxm4_40gbx8_suite_B_nvidia_vllm_47f5d58e_14410aea", "a100-40gb", "B",
+             (1704.26, 1704.71, 1704.46), (256, 344), "fit"),
+    _offline("nvidia_a100_sxm4_40gbx8_suite_G_nvidia_vllm_47f5d58e_08de2dc2", "a100-40gb", "G",
+             (3217.83, 3213.92, 3215.89), (305, 351), "held"),
+    _offline("nvidia_h200x8_suite_B_nvidia_vllm_47f5d58e_b727568e", "h200-141gb", "B",
+             (3215.83, 3406.6, 3553.46), (256, 365), "fit"),
+    _offline("nvidia_h200x8_suite_G_nvidia_vllm_47f5d58e_7f7a270e", "h200-141gb", "G",
+             (4467.22, 5334.28, 5332.7), (305, 336), "held"),
 ]  # fmt: skip
