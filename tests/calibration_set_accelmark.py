@@ -47,29 +47,29 @@ them (results/verified/, by name): fit, held, fit, held
 The offline runs on eight GPUs (a page of their own, ACCELMARK_OFFLINE; the same split rule).
 Suites B and G serve Meta-Llama-3-70B-Instruct and Mixtral-8x7B-Instruct-v0.1 in BF16 at TP 8
 with max_model_len 4,096 over the standard ShareGPT set (datasets/sharegpt_standard_v1),
-generation capped at 512 tokens (output_tokens_max, the runner's SamplingParams.max_tokens),
-greedy. The offline scenario (loadgen.py, _run_offline) hands the set's first 100 prompts
-(request_count) to the runner's sync `LLM.generate` at once, after a warm-up pass, 3 runs, and
-reports the median output tokens per second; it does so at each of the suite's "client
-concurrency" levels, which set nothing (the runner sends all 100 whatever the level: the A100
-runs read the same to 0.1% at every level), so a row takes the median of the levels' figures.
-The runner's LLM class is vLLM 0.7.3's V0 engine with max_num_seqs 512 (the runner's default),
-CUDA graphs on, no chunked prefill below a max_model_len of 32K and so a token budget of
-max_model_len, no prefix caching. The requests' mean lengths come from the runs' own totals:
-the A100 runs also publish input-plus-output tokens per second (throughput_tokens_per_sec_total),
-so input tokens a request = (total - output) x elapsed / 100 and output tokens = output x
-elapsed / 100 (elapsed_seconds_median, at the median level); the H200 runs publish no total,
-and take the A100 run's input length (the same prompts through the same tokenizer and chat
-template) and their own output length (greedy decoding on other GPUs ends some outputs
-elsewhere). Means of 344 to 365 under a cap of 512 put a good share of the outputs at the cap
-(workload.max_output_tokens). Llama-3-70B is planned as llama-3.3-70b, whose config.json has
-the same shapes (80 layers, hidden 8,192, 64 query and 8 KV heads, FFN 28,672, vocabulary
-128,256, untied). Left out: these runs' interactive time per output token (one request at a
-time, paced by the host's per-step work, as suite D's), their online runs (Poisson arrivals:
-the running batch is not stated, and the figures are medians), the sustained runs (throughput
-of a closed loop of 4 or 8, a metric no row has), suite E (Llama-3-8B at TP 1 to 8 over 150
-prompts, runs of 6 to 18 s), and the runs on GPUs the catalog does not hold (A800, H20, RTX,
-V100).
+generation capped at 512 tokens (output_tokens_max, which runners/benchmark_runner.py passes on
+as the runner's SamplingParams.max_tokens), greedy. The offline scenario (loadgen.py,
+_run_offline) hands the set's first 100 prompts (request_count) to the runner's sync
+`LLM.generate` at once, after a warm-up pass, 3 runs, and reports the median output tokens per
+second; it does so at each of the suite's "client concurrency" levels, which set nothing (the
+runner sends all 100 whatever the level: the A100 runs read the same to 0.2% at every level), so
+a row takes the median of the levels' figures. The runner's LLM class is vLLM 0.7.3's V0 engine
+with max_num_seqs 512 (the runner's default), CUDA graphs on, no chunked prefill below a
+max_model_len of 32K and so a token budget of max_model_len, no prefix caching. The requests'
+mean lengths come from the runs' own totals: the A100 runs also publish input-plus-output tokens
+per second (throughput_tokens_per_sec_total), so input tokens a request = (total - output) x
+elapsed / 100 and output tokens = output x elapsed / 100 (elapsed_seconds_median, at the median
+level); the H200 runs publish no total, and take the A100 run's input length (the same prompts
+through the same tokenizer and chat template) and their own output length (greedy decoding on
+other GPUs ends some outputs elsewhere). Means of 336 to 365 under a cap of 512 put a good share
+of the outputs at the cap (workload.max_output_tokens). Llama-3-70B is planned as llama-3.3-70b,
+whose config.json has the same shapes (80 layers, hidden 8,192, 64 query and 8 KV heads, FFN
+28,672, vocabulary 128,256, untied). Left out: these runs' interactive time per output token
+(one request at a time, paced by the host's per-step work, as suite D's), their online runs
+(Poisson arrivals: the running batch is not stated, and the figures are medians), the sustained
+runs (throughput of a closed loop of 4 or 8, a metric no row has), suite E (Llama-3-8B at TP 1
+to 8 over 150 prompts, runs of 6 to 18 s), and the runs on GPUs the catalog does not hold (A800,
+H20, RTX, V100).
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ ACCELMARK_ROWS: list[Row] = [
 ACCELMARK_OFFLINE = (
     "https://github.com/FreedomIntelligence/AccelMark (commit 5797fc4): "
     "results/verified/<run>/offline/result.json, suites/suite_B/suite.json, "
-    "suites/suite_G/suite.json, runners/nvidia_vllm_47f5d58e/runner.py, loadgen/loadgen.py"
+    "suites/suite_G/suite.json, runners/nvidia_vllm_47f5d58e/runner.py, "
+    "runners/benchmark_runner.py, loadgen/loadgen.py"
 )
 _STANDARD_CONTEXT = 4096
 _CAP = 512
