@@ -16,6 +16,7 @@ Run = tuple[dict[str, Any], Mapping[str, Any]]  # a document and its figures by 
 DEFAULT_RUNS = ("results/bench/default/bench.json", "results/bench/default-rerun/bench.json")
 LORA_RUNS = ("results/bench/lora/bench.json", "results/bench/lora-rerun/bench.json")
 ROUTING_RUNS = ("results/bench/routing/bench.json", "results/bench/routing-rerun/bench.json")
+PRECISE_RUNS = ("results/bench/precise/bench.json", "results/bench/precise-rerun/bench.json")
 VLLM_RUNS = ("results/bench/vllm/bench.json", "results/bench/vllm-rerun/bench.json")
 # The same comparison over 32 requests a configuration: each measured a few seconds.
 VLLM_SHORT_RUNS = (
@@ -94,6 +95,7 @@ REGIONS: dict[str, Maker] = {
     "lora-bench-rerun": _bench_reruns(LORA_RUNS),
     "routing-bench-rerun": _bench_reruns(ROUTING_RUNS),
     "vllm-bench-rerun": _bench_reruns(VLLM_RUNS),
+    "precise-bench-rerun": _bench_reruns(PRECISE_RUNS),
     "vllm-short-bench-rerun": _bench_reruns(VLLM_SHORT_RUNS),
     "capacity-bench-rerun": anywhere(
         lambda: rerun_table(*(_capacity_figures(p) for p in CAPACITY_RUNS))
