@@ -279,8 +279,8 @@ def precise_bench_bound() -> str:
     """What ideal placement would give on this run's figures, per repetition: each workload's
     run time fitted as fixed + cost × uncached share over the routers' runs of that repetition
     (`prefix_bench.uncached_fit`), as the bench's headline ratio is."""
-    from infra.cli.bench import bench_ratios, load_document
-    from serving.local.bench.prefix import uncached_fit
+    from infra.cli.bench import load_document
+    from serving.local.bench.prefix import ideal_ratios, uncached_fit
     from serving.local.bench.real_engine import POWER_TWO
     from serving.local.bench.repeats import by_repetition
 
@@ -299,7 +299,7 @@ def precise_bench_bound() -> str:
             )
             if fit is None or base is None:
                 continue
-            ratios = bench_ratios(document["engine"], group, ideal)
+            ratios = ideal_ratios(group, {workload: rate}, POWER_TWO)
             bound = ratios[f"{workload}: ideal placement/power of two, requests/s (fitted)"]
             rows.append(
                 f"| {workload}, {repetition + 1} | {fit.fixed_s:.1f} s | "
