@@ -54,12 +54,15 @@ class BenchProgress:
             console=console, transient=True,
         )  # fmt: skip
         self.task: TaskID | None = None
+        self.again = False  # the next `configuration` starts the current run once more
 
     def _line(self, text: str) -> None:
         self.live.console.print(f"{self.label}: {text}", highlight=False)
 
     def configuration(self, name: str, workload: str, requests: int, starting: str) -> None:
-        self.index += 1
+        if not self.again:
+            self.index += 1
+        self.again = False
         self.label = f"[{self.index}/{self.runs}] {name} · {workload}"
         self.started = time.monotonic()
         self.requests, self.done = requests, 0
@@ -73,6 +76,10 @@ class BenchProgress:
     def state(self, text: str) -> None:
         if self.task is not None:
             self.live.update(self.task, description=f"{self.label}: {text}")
+
+    def retrying(self) -> None:
+        self._line("did not start; starting it again")
+        self.again = True
 
     def ready(self) -> None:
         self.ready_at = time.monotonic()

@@ -338,7 +338,7 @@ def retried_start(run: Callable[[], T], progress: RunProgress = QUIET) -> T:
         except VariantStartError:
             if attempt == START_ATTEMPTS:
                 raise
-            progress.state("the application did not start; starting it again")
+            progress.retrying()
     raise AssertionError("unreachable")
 
 

@@ -26,6 +26,10 @@ class RunProgress(Protocol):
     def state(self, text: str) -> None:
         """What the starting (or stopping) application reports, e.g. its replicas' states."""
 
+    def retrying(self) -> None:
+        """The application did not start; the same configuration starts once more (its
+        `configuration` event comes again, for the same run)."""
+
     def ready(self) -> None:
         """It answers (and has been warmed up); the measured requests follow."""
 
@@ -43,6 +47,9 @@ class Quiet:
         pass
 
     def state(self, text: str) -> None:
+        pass
+
+    def retrying(self) -> None:
         pass
 
     def ready(self) -> None:
