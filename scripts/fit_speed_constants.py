@@ -94,6 +94,17 @@ CONSTANTS: dict[str, Constant] = {
         "What each running sequence adds to a step (scheduler bookkeeping, sampling, "
         "detokenizing and streaming its token), which grows with the batch: vLLM found the CPU "
         "side a large share of an H100's step (https://blog.vllm.ai/2024/09/05/perf-update.html)."),
+    "V0_STEP_OVERHEAD_S": Constant(0.0, 3.5e-3,
+        "Host time vLLM's V0 engine (before vLLM 0.8) spent on each engine step beyond V1's: "
+        "V0 rebuilt the model's input tensors and metadata every step and ran the scheduler in "
+        "the first worker's process, broadcasting each step's inputs to the others; V1 keeps a "
+        "persistent batch, sends the workers each step's changes only, and runs scheduler and "
+        "model in an engine loop of their own that detokenizing and streaming overlap, for up to "
+        "1.7 times V0's throughput with almost the same kernels "
+        "(https://blog.vllm.ai/2025/01/27/v1-alpha-release.html). It prices only the calibration "
+        "rows measured on V0 (tests/calibration_score.py, v0_host_time); the planner, which "
+        "plans V1 servers, never reads it. Its bound is 0.7 of the ~5 ms step that post gives "
+        "Llama-8B on an H100, what 1.7 times the throughput leaves V0 at most."),
     "LAYER_OVERHEAD_S": Constant(0.0, 40e-6,
         "One transformer layer's dozen small kernels (norms, rotary, attention, activation) cost "
         "a few microseconds each even replayed from a CUDA graph; per layer and step (at its "

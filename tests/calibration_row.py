@@ -12,6 +12,9 @@ from serving.spec.profile import ModelSpec
 # burst_tpot: the mean time per output token of a run that queued every request at once.
 Metric = Literal["tpot", "burst_tpot", "ttft", "prefill", "output_tps", "total_tps"]
 Part = Literal["fit", "held"]
+# vLLM's engine: V0 before vLLM 0.8 (V1 opt-in there with VLLM_USE_V1=1), V1 the default from
+# 0.8.0 and the only engine of 0.11 onward and of 0.22, which servestack deploys.
+Engine = Literal["v0", "v1"]
 
 # vLLM's serving defaults since 0.10 (engine/arg_utils.py): GPUs with >= 70 GiB that are not an
 # A100 get max_num_seqs 1024 and max_num_batched_tokens 8192; others 256 and 2048.
@@ -54,6 +57,10 @@ class Row:
     # --max-concurrency`): new prompts' prefill shares the decode steps
     # (serving.plan.speed.mixed.loaded_step_s). `vllm bench latency`'s fixed batch does not.
     closed_loop: bool = field(default=False, kw_only=True)
+    # The engine the measured vLLM ran, from the version its source states: a V0 run's steps
+    # also pay V0's host time beyond V1's (calibration_score.v0_host_time,
+    # fitted.V0_STEP_OVERHEAD_S), which the planner of V1 servers never adds.
+    engine: Engine = field(default="v1", kw_only=True)
 
     def spec(self) -> ModelSpec:
         return planned(self.profile)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from calibration_row import Row
 from calibration_set import ROWS
 
 from serving.catalog import MachineType
+from serving.plan import fitted
 from serving.plan.accuracy import ErrorBand
 from serving.plan.memory import memory
 from serving.plan.placement import choose_machine
@@ -23,7 +25,31 @@ from serving.spec.profile import ModelSpec
 
 
 def estimate(row: Row) -> float:
-    """The planner's figure for the row's metric, in the row's unit."""
+    """The planner's figure for the row's metric, in the row's unit, for the engine the row's
+    vLLM ran (v0_host_time)."""
+    with v0_host_time(row):
+        return _estimate(row)
+
+
+@contextmanager
+def v0_host_time(row: Row) -> Iterator[None]:
+    """While a row measured on vLLM's V0 engine is estimated, each engine step's fixed cost is
+    V1's (fitted.STEP_OVERHEAD_S) plus the host time V0 spent beyond it
+    (fitted.V0_STEP_OVERHEAD_S): a synchronous decode step and every prefill chunk pay it
+    (serving.plan.speed.decode, prefill). The speed model itself plans V1 servers and never
+    reads the V0 term; a V1 row is estimated as the planner plans."""
+    if row.engine == "v1":
+        yield
+        return
+    v1 = fitted.STEP_OVERHEAD_S
+    fitted.STEP_OVERHEAD_S = v1 + fitted.V0_STEP_OVERHEAD_S
+    try:
+        yield
+    finally:
+        fitted.STEP_OVERHEAD_S = v1
+
+
+def _estimate(row: Row) -> float:
     spec = row.spec()
     work = spec.workload
     if row.metric == "tpot":

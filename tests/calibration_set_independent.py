@@ -17,9 +17,12 @@ raw_data/online_results.csv (the mean time per output token after the first, per
 What the rows take from the setup. The random runs' server enables neither prefix caching nor
 chunked prefill, so it is vLLM 0.7's V0 engine with their defaults off (the flags the page adds
 for the prefix-cached runs): whole prompts a step (max_num_batched_tokens = max_model_len), 256
-sequences at most, synchronous scheduling. The prefix-cached runs take V0's chunked-prefill
-budget, 2,048 tokens, and a hit rate of what the groups share: 490 of 500 prompts find their
-group's 2,000-token system prompt cached, 980,000 of the runs' 1,636,216 prompt tokens (0.6).
+sequences at most, synchronous scheduling; the task's environment sets VLLM_ATTENTION_BACKEND
+only, not VLLM_USE_V1, so each row is `engine="v0"` and its steps pay V0's host time
+(fitted.V0_STEP_OVERHEAD_S, calibration_score.v0_host_time). The prefix-cached runs take V0's
+chunked-prefill budget, 2,048 tokens, and a hit rate of what the groups share: 490 of 500
+prompts find their group's 2,000-token system prompt cached, 980,000 of the runs' 1,636,216
+prompt tokens (0.6).
 DeepSeek-R1's max_position_embeddings, 163,840, is the context length. The planned TPOT does not
 depend on the token budget at these concurrencies (2,048 against 8,192 changes it by under
 0.1%).
@@ -67,7 +70,7 @@ def _random(concurrency: int, output: int, tpot_ms: float, part: Part) -> Row:
         f"--max-concurrency {concurrency}; mean TPOT"
     )
     return Row(DSTACK, setup, "tpot", tpot_ms, profile, part, batch=concurrency,
-               fixed_prompts=True, closed_loop=True)  # fmt: skip
+               fixed_prompts=True, closed_loop=True, engine="v0")  # fmt: skip
 
 
 def _shared(concurrency: int, tpot_ms: float, part: Part) -> Row:
@@ -84,7 +87,7 @@ def _shared(concurrency: int, tpot_ms: float, part: Part) -> Row:
         f"prompts, --max-concurrency {concurrency}; mean TPOT"
     )
     return Row(DSTACK, setup, "tpot", tpot_ms, profile, part, batch=concurrency,
-               closed_loop=True)  # fmt: skip
+               closed_loop=True, engine="v0")  # fmt: skip
 
 
 INDEPENDENT_ROWS: list[Row] = [
