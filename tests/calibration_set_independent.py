@@ -15,14 +15,18 @@ and a 1,200-token question each, 800 output tokens). Each row is one run's `mean
 raw_data/online_results.csv (the mean time per output token after the first, per request).
 
 What the rows take from the setup. The random runs' server enables neither prefix caching nor
-chunked prefill, so it is vLLM 0.7's V0 engine with their defaults off (the flags the page adds
-for the prefix-cached runs): whole prompts a step (max_num_batched_tokens = max_model_len), 256
-sequences at most, synchronous scheduling; the task's environment sets VLLM_ATTENTION_BACKEND
-only, not VLLM_USE_V1, so each row is `engine="v0"` and its steps pay V0's host time
+chunked prefill, so it is vLLM 0.7's V0 engine with their defaults off (the flags the page adds for
+the prefix-cached runs): whole prompts a step (max_num_batched_tokens = max_model_len), 256
+sequences at most, synchronous scheduling; the task's environment sets VLLM_ATTENTION_BACKEND only,
+not VLLM_USE_V1, and the change that made V1 the default when it is unset (vLLM PR #13726, "V1
+Enablement Oracle", https://github.com/vllm-project/vllm/pull/13726) was still in review on
+2025-03-04, after the same commit, f35f8e22, had been built and served on 2025-03-03 (another user's
+log in vLLM issue #14209 reads 0.7.4.dev181+gf35f8e22.d20250303, where V1 was asked for with
+VLLM_USE_V1=1); so each row is `engine="v0"` and its steps pay V0's host time
 (fitted.V0_STEP_OVERHEAD_S, calibration_score.v0_host_time). The prefix-cached runs take V0's
-chunked-prefill budget, 2,048 tokens, and a hit rate of what the groups share: 490 of 500
-prompts find their group's 2,000-token system prompt cached, 980,000 of the runs' 1,636,216
-prompt tokens (0.6).
+chunked-prefill budget, 2,048 tokens, and a hit rate of what the groups share: 490 of 500 prompts
+find their group's 2,000-token system prompt cached, 980,000 of the runs' 1,636,216 prompt tokens
+(0.6).
 DeepSeek-R1's max_position_embeddings, 163,840, is the context length. The planned TPOT does not
 depend on the token budget at these concurrencies (2,048 against 8,192 changes it by under
 0.1%).
