@@ -278,9 +278,9 @@ def precise_bench_ratios() -> str:
 def precise_bench_bound() -> str:
     """What ideal placement would give on this run's figures, per repetition: each workload's
     run time fitted as fixed + cost × uncached share over the routers' runs of that repetition
-    (`prefix_bench.uncached_fit`), as the bench's headline ratio is."""
+    (`serving.local.bench.prefix.ideal_bound`), as the bench's headline ratio is."""
     from infra.cli.bench import load_document
-    from serving.local.bench.prefix import ideal_ratios, uncached_fit
+    from serving.local.bench.prefix import ideal_bound
     from serving.local.bench.real_engine import POWER_TWO
     from serving.local.bench.repeats import by_repetition
 
@@ -293,18 +293,14 @@ def precise_bench_bound() -> str:
     ]
     for workload, rate in ideal.items():
         for repetition, group in by_repetition(reports).items():
-            fit = uncached_fit(group, workload)
-            base = next(
-                (r for r in group if (r.variant, r.workload) == (POWER_TWO, workload)), None
-            )
-            if fit is None or base is None:
+            bound = ideal_bound(group, workload, rate, POWER_TWO)
+            if bound is None:
                 continue
-            ratios = ideal_ratios(group, {workload: rate}, POWER_TWO)
-            bound = ratios[f"{workload}: ideal placement/power of two, requests/s (fitted)"]
+            fit = bound.fit
             rows.append(
                 f"| {workload}, {repetition + 1} | {fit.fixed_s:.1f} s | "
-                f"{fit.all_uncached_s:.1f} s | {base.duration_s:.1f} s | "
-                f"{fit.duration_s(rate):.1f} s | **{bound:.2f}x** |"
+                f"{fit.all_uncached_s:.1f} s | {bound.power_two.duration_s:.1f} s | "
+                f"{fit.duration_s(rate):.1f} s | **{bound.ratio:.2f}x** |"
             )
     return "\n".join(rows)
 

@@ -214,6 +214,26 @@ def uncached_fit(reports: Sequence[WorkloadReport], workload: str) -> UncachedFi
     return UncachedFit(fixed_s=intercept, all_uncached_s=slope)
 
 
+class IdealBound(NamedTuple):
+    """What ideal placement would give on one run's figures: the workload's fit, power of two's
+    run of it, and the second's time over the fit's at ideal placement's hit rate."""
+
+    fit: UncachedFit
+    power_two: WorkloadReport
+    ratio: float
+
+
+def ideal_bound(
+    reports: Sequence[WorkloadReport], workload: str, rate: float, power_two: str
+) -> IdealBound | None:
+    """The bound of any router here on `workload` (None without a fit or a power-of-two run)."""
+    fit = uncached_fit(reports, workload)
+    base = next((r for r in reports if (r.variant, r.workload) == (power_two, workload)), None)
+    if fit is None or base is None or fit.duration_s(rate) <= 0:
+        return None
+    return IdealBound(fit, base, base.duration_s / fit.duration_s(rate))
+
+
 def ideal_ratios(
     reports: Sequence[WorkloadReport], ideal: Mapping[str, float], power_two: str
 ) -> dict[str, float]:
@@ -228,11 +248,9 @@ def ideal_ratios(
             found[f"{workload}: precise router hit rate/ideal"] = precise.cache_hit_rate / rate
         for why, share in ((precise.lost_hits or {}) if precise is not None else {}).items():
             found[f"{workload}: precise router hit rate short of ideal, {why}"] = share
-        fit, base = uncached_fit(reports, workload), by.get((power_two, workload))
-        if fit is not None and base is not None and fit.duration_s(rate) > 0:
-            found[f"{workload}: ideal placement/power of two, requests/s (fitted)"] = (
-                base.duration_s / fit.duration_s(rate)
-            )
+        bound = ideal_bound(reports, workload, rate, power_two)
+        if bound is not None:
+            found[f"{workload}: ideal placement/power of two, requests/s (fitted)"] = bound.ratio
     return found
 
 
