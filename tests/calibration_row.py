@@ -63,7 +63,21 @@ class Row:
     engine: Engine = field(default="v1", kw_only=True)
 
     def spec(self) -> ModelSpec:
-        return planned(self.profile)
+        profile = self.profile
+        cap = self.output_cap
+        if cap is not None and "max_output_tokens" not in profile["workload"]:
+            profile = profile | {"workload": profile["workload"] | {"max_output_tokens": cap}}
+        return planned(profile)
+
+    @property
+    def output_cap(self) -> int | None:
+        """The cap on every output of a run on `vllm bench serve`'s random dataset ('random
+        2,000 in / 100 out'): each request asks for exactly --random-output-len tokens as its
+        max_tokens (vllm/benchmarks/datasets.py, RandomDataset.sample, range ratio 0 by default),
+        and ends there unless the model ends it first. GPUStack's totals show most reach it
+        (50,000 of 500 x 100 for Qwen3-14B); a row's output length is the published mean."""
+        found = re.search(r"random ([\d,]+) in / ([\d,]+) out", self.setup)
+        return int(found.group(2).replace(",", "")) if found else None
 
     @property
     def prompts(self) -> int | None:
