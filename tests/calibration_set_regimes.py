@@ -19,6 +19,21 @@ the steady mixed step does not describe. The TPOT of 5 runs of calibration_set's
 (Qwen3-235B-A22B BF16 and FP8 on H100s, gpt-oss-120b on one H100) was added after the first
 refit, for the rule to hold for every such run; each takes its run's part.
 
+GLM-4.6 (zai-org, 355B parameters, 32B active, 160 experts of which 8 a token, GQA) is a model
+the planner had never been checked on, read from its config.json (tests/fixtures/hf_configs,
+GLM-4.5's, whose architecture GLM-4.6 keeps with a longer context, max_position_embeddings
+202,752) by the importer as a user's model would be. GPUStack's pages give its vLLM 0.11 baseline
+runs at TP8: BF16 on 8xH200 (ShareGPT, random 32K, 4K and 2K, all at once) and FP8 on 8xA100
+(ShareGPT at TP8, with expert parallelism and at three token budgets). Left out: each page's
+short-prompt run (the server's serial work, FRONTEND_RUNS' regime), the H200 page's ShareGPT run
+at concurrency 4 (a TPOT and a TTFT of one run, where the split rule below takes one part per
+figure), and the H100 page's only vLLM run, GLM-4.6-FP8 at TP8 with --gpu-memory-utilization 0.85:
+1,528 output tokens/s and a median TPOT of 274 ms, against 1,345 tokens/s and 145 ms for the same
+checkpoint and layout on A100s, where vLLM runs FP8 as weight-only Marlin kernels; on the H100 it
+runs FP8 through its Triton fused-MoE kernel, which has no tuned configuration for 160 experts of
+width 192 on that GPU in vLLM's table (model_executor/layers/fused_moe/configs: the H200's is
+there), and no speed model of the GPU's work places an H100 below an A100 on the same model.
+
 The split was fixed before the constants were refitted, by one rule over runs: a run's figures
 share a part; a run calibration_set already holds keeps its part there; within each page the
 new runs, in the order the page prints them, alternate fit, held, fit, ..., the first fitted.
@@ -28,6 +43,7 @@ tests/serving/plan/test_published_measurements.py checks the rule.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from calibration_row import Row, _p
 from calibration_sources import (
@@ -46,6 +62,9 @@ from calibration_sources import (
     H,
     _gpustack,
 )
+from importer_support import fixture_file
+
+from serving.catalog.importer.build import import_architecture
 
 Q32_H100 = (
     GPUSTACK + "qwen3-32b/h100 ; " + GPUSTACK_REPO + "qwen3-32b/h100.md",
@@ -76,6 +95,32 @@ DSR1_LONG = (3995, 200)  # 1,997,530 / 100,000 over 500
 # Qwen3-235B-A22B-Instruct-2507-FP8 on A100s: vLLM runs the FP8 checkpoint weight-only (W8A16,
 # Marlin), as the page says; the planner does so wherever the GPU has no FP8 math.
 _FP8_A100 = "Qwen3-235B-A22B-Instruct-2507-FP8 (W8A16 on A100: Marlin)"
+
+
+GLM_H200 = (
+    GPUSTACK + "glm-4.6/h200 ; " + GPUSTACK_REPO + "glm-4.6/h200.md",
+    "GLM-4.6 BF16, 8xH200 TP8, vLLM 0.11.0 `vllm serve zai-org/GLM-4.6 -tp 8`",
+)
+GLM_A100 = (
+    GPUSTACK + "glm-4.6/a100 ; " + GPUSTACK_REPO + "glm-4.6/a100.md",
+    "GLM-4.6-FP8 on 8xA100 SXM 80GB, vLLM 0.11.0",
+)
+# Mean lengths from each run's published totals.
+GLM_SHAREGPT_H200 = (214, 200)  # 214,465 in / 199,702 out over 1,000 requests
+GLM_SHAREGPT_A100 = (214, 200)  # 214,465 / 199,904 over 1,000
+GLM_VERY_LONG = (32000, 94)  # 3,200,000 / 9,406 over 100
+GLM_LONG = (4000, 200)  # 1,999,787 / 99,801 over 500
+GLM_MEDIUM = (1999, 100)  # 999,429 / 50,000 over 500
+# GLM-4.6's context: vLLM's default max_model_len.
+GLM_CONTEXT = 202752
+
+
+def _glm(gpu: str, workload: tuple[int, int], **extra: Any) -> dict[str, Any]:
+    """A GLM-4.6 run's profile at TP8: the architecture the importer reads from the stored
+    config.json, as `servestack plan --config` would."""
+    arch = import_architecture(fixture_file("zai-org__GLM-4.5"), key="glm-4.6")
+    inline = arch.model_dump(mode="json") | {"max_position_embeddings": GLM_CONTEXT}
+    return _p(inline, gpu, 8, workload=workload, max_model_len=GLM_CONTEXT, **extra)
 
 
 REGIME_ROWS: list[Row] = [
@@ -179,6 +224,34 @@ REGIME_ROWS: list[Row] = [
         "total_tps", 5333.91,
         _p("qwen3-235b-a22b", "a100-80gb", 4, workload=Q235_A100_FP8_MEDIUM,
            quantization="fp8", max_model_len=40960, **A), "fit"),
+    # --- GLM-4.6 BF16 on 8xH200, `vllm serve zai-org/GLM-4.6 -tp 8` -------------------------
+    _gpustack(GLM_H200, f"ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps", 2907.97,
+              _glm("h200-141gb", GLM_SHAREGPT_H200, **H), "fit"),
+    _gpustack(GLM_H200, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}", "total_tps",
+              15066.09, _glm("h200-141gb", GLM_VERY_LONG, **H), "held"),
+    _gpustack(GLM_H200, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
+              16714.91, _glm("h200-141gb", GLM_LONG, **H), "fit"),
+    _gpustack(GLM_H200, f"random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
+              17214.85, _glm("h200-141gb", GLM_MEDIUM, **H), "held"),
+    # --- GLM-4.6-FP8 on 8xA100, `vllm serve zai-org/GLM-4.6-FP8 -tp 8` ----------------------
+    _gpustack(GLM_A100, f"`-tp 8`, ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps",
+              1345.12, _glm("a100-80gb", GLM_SHAREGPT_A100, quantization="fp8", **A), "fit"),
+    _gpustack(GLM_A100, f"`-tp 8 --enable-expert-parallel`, ShareGPT 1,000 prompts, "
+              f"{ALL_AT_ONCE}", "output_tps", 1305.62,
+              _glm("a100-80gb", GLM_SHAREGPT_A100, quantization="fp8", **A)
+              | {"parallelism": {"tensor": 8, "expert": True}}, "held"),
+    _gpustack(GLM_A100, f"`-tp 8 --max-num-batched-tokens 4096`, ShareGPT 1,000 prompts, "
+              f"{ALL_AT_ONCE}", "output_tps", 1360.05,
+              _glm("a100-80gb", GLM_SHAREGPT_A100, quantization="fp8",
+                   **A | {"max_num_batched_tokens": 4096}), "fit"),
+    _gpustack(GLM_A100, f"`-tp 8 --max-num-batched-tokens 8192`, ShareGPT 1,000 prompts, "
+              f"{ALL_AT_ONCE}", "output_tps", 1362.78,
+              _glm("a100-80gb", GLM_SHAREGPT_A100, quantization="fp8",
+                   **A | {"max_num_batched_tokens": 8192}), "held"),
+    _gpustack(GLM_A100, f"`-tp 8 --max-num-batched-tokens 16384`, ShareGPT 1,000 prompts, "
+              f"{ALL_AT_ONCE}", "output_tps", 1359.74,
+              _glm("a100-80gb", GLM_SHAREGPT_A100, quantization="fp8",
+                   **A | {"max_num_batched_tokens": 16384}), "fit"),
 ]  # fmt: skip
 
 
@@ -204,6 +277,8 @@ MEAN_TPOT_MS: list[tuple[str, str, float]] = [
     (Q235_FP8_H100[0], "16384`, random 4,000", 89.52),
     (Q235_FP8_H100[0], "16384`, random 2,000", 125.93),
     (OSS120_H100[0], "random 2,000", 41.35),
+    (GLM_H200[0], "random 4,000", 205.69),
+    (GLM_H200[0], "random 2,000", 269.75),
 ]
 
 
