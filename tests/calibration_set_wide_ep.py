@@ -51,11 +51,38 @@ token budget per step nor their number of prompts, and for which the planner has
 of a prefill-only replica's throughput; Anyscale's 2.4k tokens/s per H200 (Ray Serve LLM
 wide-EP post), whose setup is not published with it.
 
-The split follows calibration_set_regimes' rule, by runs, in the order the chart prints them:
-fit, held, fit (tests/serving/plan/test_published_measurements.py checks it).
+Later runs at EP 16 (2 nodes), from llm-d's own guides, each a table of one benchmark:
+`2048_concurrent_2k_isl_2k_osl`, 2,048 clients in a closed loop (inference-perf) against
+DeepSeek-R1-0528 on 32 H200s, two prefill workers of DP 8 and one decode worker of DP 16 at TP 1,
+P/D disaggregated over NIXL. The decode worker holds 2,048 / 16 = 128 requests a rank, and every
+figure is the decode GPUs' output rate, so a row is the mean decode step of 128 sequences,
+128 / (tokens/s per decode GPU), at the run's own mean lengths (input and output tokens/s over
+requests/s).
+- The DP-aware guide (guides/wide-ep-lws/experimental-dp-aware/README.md in
+  github.com/llm-d/llm-d, commit 05126b7; its decode manifest, manifests/modelserver/base/
+  decode.yaml at 04291b7: image llm-d-cuda v0.7.0, `--all2all-backend deepep_low_latency`, no
+  DBO, no EPLB) measured it on CoreWeave with InfiniBand and on GKE with RoCE, with vLLM's DP
+  supervisor (one API server a rank, the router balancing the ranks). Its Hybrid-LB column (one
+  server a node, 21% fewer tokens on the same cluster) is left out: the difference is how evenly
+  the router fills the ranks, and the planner plans them filled evenly.
+- The wide-EP guide of a later release (guides/wide-ep/README.md at 52c210c; its manifest,
+  modelserver/gpu/vllm-deepseek-r1-0528/base/disaggregatedset.yaml at bf09bb9: a vLLM 0.23-0.24
+  build of llm-d's, decode with `--enable-dbo --dbo-decode-token-threshold 32`,
+  `--all2all-backend deepep_low_latency`, 256 sequences and 256 tokens a step) on CoreWeave.
+Left out: vLLM's wide-EP example (examples/online_serving/wide_ep, from vLLM PR #29284, 2,387
+tokens/s per H200 at EP 32 on Nebius): its decode-only benchmark fills the KV cache with dummy
+values (DecodeBenchConnector) and routes tokens to experts uniformly at random
+(VLLM_MOE_ROUTING_SIMULATION_STRATEGY), and the PR's "1:512" workload is not its script's 2 in
+/ 256 out.
+
+The split follows calibration_set_regimes' rule, by runs, in the order each page prints them:
+fit, held, fit for the chart; fit, held for the DP-aware guide; fit for the later guide
+(tests/serving/plan/test_published_measurements.py checks it).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from calibration_row import VLLM_HOPPER, Part, Row, _p
 
@@ -96,3 +123,51 @@ WIDE_EP_ROWS: list[Row] = [
     _decode(72, 2069, "held"),
     _decode(96, 1970, "fit"),
 ]
+
+
+DP_AWARE = (
+    "https://github.com/llm-d/llm-d/blob/05126b7ecd70fe8aa3af772dc34890fb765fd58f/guides/"
+    "wide-ep-lws/experimental-dp-aware/README.md (Benchmarking Results; decode manifest "
+    "manifests/modelserver/base/decode.yaml at 04291b76)"
+)
+WIDE_EP_GUIDE = (
+    "https://github.com/llm-d/llm-d/blob/52c210c75cada9d3620518487e208c33ec02e713/guides/"
+    "wide-ep/README.md (Benchmarking Results; manifest modelserver/gpu/vllm-deepseek-r1-0528/"
+    "base/disaggregatedset.yaml at bf09bb9d)"
+)
+# 2,048 clients over the decode worker's 16 ranks.
+EP16_BATCH_PER_RANK = 2048 // 16
+
+
+def _ep16_decode(
+    source: str, where: str, output_per_s: float, input_per_s: float, requests_per_s: float,
+    engine_args: dict[str, Any], part: Part, context: int = _CONTEXT, **serving: int,
+) -> Row:  # fmt: skip
+    """A decode worker of DP 16 at EP 16 holding 128 requests a rank, from the run's totals."""
+    lengths = (round(input_per_s / requests_per_s), round(output_per_s / requests_per_s))
+    profile = _p("deepseek-v3", "h200-141gb", 1, workload=lengths, max_model_len=context,
+                 engine_args=engine_args, **(VLLM_HOPPER | serving))  # fmt: skip
+    profile["parallelism"] = {"tensor": 1, "data": 16, "expert": True}
+    per_gpu = output_per_s / 16
+    setup = (
+        f"DeepSeek-R1-0528 FP8 on 32 H200s ({where}), P/D disaggregated, decode DP 16 + EP 16 at "
+        f"TP 1 (2 nodes of 8); 2,048 concurrent requests, 2K in / 2K out; {output_per_s:,.0f} "
+        f"output tokens/s over 16 decode GPUs at {requests_per_s} requests/s, as the mean "
+        f"decode step of {EP16_BATCH_PER_RANK} sequences"
+    )
+    step_ms = 1e3 * EP16_BATCH_PER_RANK / per_gpu
+    return Row(source, setup, "tpot", step_ms, profile, part, batch=EP16_BATCH_PER_RANK)
+
+
+_DP_AWARE_ARGS = {"all2all_backend": "deepep_low_latency"}
+_GUIDE_ARGS = {"enable_dbo": True, "all2all_backend": "deepep_low_latency"}
+
+WIDE_EP_ROWS += [
+    # The DP-aware guide, in its order: CoreWeave's DP-supervisor column, then GKE's.
+    _ep16_decode(DP_AWARE, "CoreWeave, InfiniBand", 27853, 29329, 14.33, _DP_AWARE_ARGS,
+                 "fit", context=65536),
+    _ep16_decode(DP_AWARE, "GKE, RoCE", 23246, 25106, 12.27, _DP_AWARE_ARGS, "held",
+                 context=65536),
+    _ep16_decode(WIDE_EP_GUIDE, "CoreWeave, InfiniBand", 25176, 25122, 12.6, _GUIDE_ARGS, "fit",
+                 max_num_seqs=256, max_num_batched_tokens=256),
+]  # fmt: skip

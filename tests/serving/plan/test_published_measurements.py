@@ -103,7 +103,7 @@ def test_held_back_rows_meet_the_acceptance_bars(scored: list[Scored]) -> None:
     Llama-3.3-70B at 500 in (TensorRT-LLM's frontend and FP8 prefill are faster than vLLM's:
     the same page's concurrency-1 runs put its floor at 13-20 ms and its prefill at 0.07-0.08 ms
     per token) and DeepSeek-R1 on 8xH200 (slower than planned in every regime: 19.4 ms per
-    token at concurrency 4 against 16.6, its time to first token at concurrency 4 at -42%;
+    token at concurrency 4 against 16.7, its time to first token at concurrency 4 at -42%;
     of its rows only the random 4K run is fitted)."""
     print("\n" + table(scored))
     held = [s for s in scored if s.row.part == "held"]
@@ -153,6 +153,11 @@ def test_each_regime_holds_on_its_held_rows(scored: list[Scored], name: str) -> 
 # - docs.ngkore.org "Benchmarking LLModels with vLLM": no GPU stated; io.net's TTFT table: no
 #   engine or setup; Red Hat's MLA post (Feb 2025): ratios only; vLLM's GB200 wide-EP post:
 #   Blackwell; no llm-d or vLLM wide-EP chart on Hopper beyond calibration_set_wide_ep's.
+# - llm-d's later releases: v0.4's DeepSeek-V3.1 latency claim on H200 is a chart without a
+#   setup, v0.5's wide-EP results are B200s; its GLM-5.2 guide (EP 16 decode on H200s) runs a
+#   nightly vLLM on an agentic trace of ~55K-token prompts, not lengths a row can state.
+# - UCCL's EP runs of vLLM 0.20 on two AWS p5en (issue #926, PRs #628 and #740): EFA rather
+#   than a catalog machine's RDMA NICs, at a request rate of 1 to 10 a second.
 @pytest.mark.xfail(strict=True, reason="DeepSeek-R1 at TP8 on H200, 7 of 12 held rows within ±25% "
                    "(GPUStack on vLLM 0.11, dstack on vLLM 0.7.4's V0 engine). Outside: GPUStack's "
                    "TTFT at concurrency 4 (-43%), ShareGPT throughput (+36%), 2K-prompt "
@@ -171,12 +176,15 @@ def test_mla_at_tp8_on_hopper_holds(scored: list[Scored]) -> None:
     assert len(held) >= 3 and _within(held) >= 0.7
 
 
-@pytest.mark.xfail(strict=True, reason="1 held row only: the published vLLM DP+EP runs across "
+@pytest.mark.xfail(strict=True, reason="2 held rows only: the published vLLM DP+EP runs across "
                    "nodes with their setup stated are the three decode bars of llm-d 0.3's "
-                   "wide-EP chart (DeepSeek-R1 on H200s at EP 32, 72 and 96: "
-                   "calibration_set_wide_ep), split fit, held, fit; all three are within "
-                   "±25% (the held one +8%). The same posts' prefill bars publish no token "
-                   "budget or prompt count; Anyscale's 2.4k tokens/s/H200, no setup")  # fmt: skip
+                   "wide-EP chart (DeepSeek-R1 on H200s at EP 32, 72 and 96) and llm-d's EP-16 "
+                   "decode tables (its DP-aware guide on CoreWeave and GKE, its later wide-EP "
+                   "guide: calibration_set_wide_ep), split page by page fit, held, ...: two held, "
+                   "both within ±25% (+12%, GKE's RoCE run -21%), and all four fit rows. The "
+                   "same posts' prefill bars publish no token budget or prompt count; vLLM's "
+                   "wide-EP example routes tokens at random over dummy KV caches; Anyscale's "
+                   "2.4k tokens/s/H200, no setup")  # fmt: skip
 def test_dp_ep_across_nodes_holds(scored: list[Scored]) -> None:
     held = _regime_held(scored, "DP+EP across nodes")
     assert len(held) >= 3 and _within(held) >= 0.7
@@ -217,10 +225,10 @@ def test_closed_loop_arrivals_wait_for_each_others_serial_work() -> None:
 def test_fit_rows_stay_where_the_constants_were_fitted(scored: list[Scored]) -> None:
     """A change to the model that moves the fitted rows must come with a refit."""
     fit = [s for s in scored if s.row.part == "fit"]
-    # Least squares on the log error spreads the misfit over the 74 fit rows, whose regimes
+    # Least squares on the log error spreads the misfit over the 76 fit rows, whose regimes
     # (saturated KV-bound runs, large MoE models on A100s, saturated inter-token latency, MLA
     # at TP8, DP+EP decode across nodes) pull the shared constants apart: the optimum puts 97%
-    # within ±25% at a median of 11.5% (least squares on the log error is not least median).
+    # within ±25% at a median of 11.9% (least squares on the log error is not least median).
     assert _within(fit) >= 0.9
     assert _median(fit) <= 0.12
 
