@@ -103,18 +103,29 @@ BATCH_PER_RANK = 256
 _ENGINE_ARGS = {"enable_dbo": True, "all2all_backend": "deepep_low_latency"}
 
 
+def _dp_ep_decode(
+    source: str, setup: str, ranks: int, batch: int, tokens_per_s_per_gpu: float,
+    lengths: tuple[int, int], engine_args: dict[str, Any], part: Part,
+    context: int = _CONTEXT, **serving: int,
+) -> Row:  # fmt: skip
+    """DeepSeek-R1 decoding on `ranks` H200s at DP = EP, TP 1, `batch` requests a rank: a row
+    at the mean decode step, batch / (output tokens/s per GPU)."""
+    profile = _p("deepseek-v3", "h200-141gb", 1, workload=lengths, max_model_len=context,
+                 engine_args=engine_args, **(VLLM_HOPPER | serving))  # fmt: skip
+    profile["parallelism"] = {"tensor": 1, "data": ranks, "expert": True}
+    step_ms = 1e3 * batch / tokens_per_s_per_gpu
+    return Row(source, setup, "tpot", step_ms, profile, part, batch=batch)
+
+
 def _decode(expert_parallel: int, tokens_per_s_per_gpu: float, part: Part) -> Row:
-    profile = _p("deepseek-v3", "h200-141gb", 1, workload=(2000, 2000), max_model_len=_CONTEXT,
-                 engine_args=_ENGINE_ARGS, **VLLM_HOPPER)  # fmt: skip
-    profile["parallelism"] = {"tensor": 1, "data": expert_parallel, "expert": True}
     setup = (
         f"{_SERVE}; EP {expert_parallel} ({expert_parallel // 8} nodes of 8), 2,000 in / 2,000 "
         f"out (mean), {BATCH_PER_RANK} concurrent requests per EP rank; "
         f"{tokens_per_s_per_gpu:,.0f} output tokens/s per GPU (read off the chart), as the mean "
         f"decode step of {BATCH_PER_RANK} sequences"
     )
-    step_ms = 1e3 * BATCH_PER_RANK / tokens_per_s_per_gpu
-    return Row(WIDE_EP, setup, "tpot", step_ms, profile, part, batch=BATCH_PER_RANK)
+    return _dp_ep_decode(WIDE_EP, setup, expert_parallel, BATCH_PER_RANK, tokens_per_s_per_gpu,
+                         (2000, 2000), _ENGINE_ARGS, part)  # fmt: skip
 
 
 WIDE_EP_ROWS: list[Row] = [
@@ -141,22 +152,18 @@ EP16_BATCH_PER_RANK = 2048 // 16
 
 def _ep16_decode(
     source: str, where: str, output_per_s: float, input_per_s: float, requests_per_s: float,
-    engine_args: dict[str, Any], part: Part, context: int = _CONTEXT, **serving: int,
+    engine_args: dict[str, Any], part: Part, **serving: int,
 ) -> Row:  # fmt: skip
     """A decode worker of DP 16 at EP 16 holding 128 requests a rank, from the run's totals."""
     lengths = (round(input_per_s / requests_per_s), round(output_per_s / requests_per_s))
-    profile = _p("deepseek-v3", "h200-141gb", 1, workload=lengths, max_model_len=context,
-                 engine_args=engine_args, **(VLLM_HOPPER | serving))  # fmt: skip
-    profile["parallelism"] = {"tensor": 1, "data": 16, "expert": True}
-    per_gpu = output_per_s / 16
     setup = (
         f"DeepSeek-R1-0528 FP8 on 32 H200s ({where}), P/D disaggregated, decode DP 16 + EP 16 at "
         f"TP 1 (2 nodes of 8); 2,048 concurrent requests, 2K in / 2K out; {output_per_s:,.0f} "
         f"output tokens/s over 16 decode GPUs at {requests_per_s} requests/s, as the mean "
         f"decode step of {EP16_BATCH_PER_RANK} sequences"
     )
-    step_ms = 1e3 * EP16_BATCH_PER_RANK / per_gpu
-    return Row(source, setup, "tpot", step_ms, profile, part, batch=EP16_BATCH_PER_RANK)
+    return _dp_ep_decode(source, setup, 16, EP16_BATCH_PER_RANK, output_per_s / 16, lengths,
+                         engine_args, part, **serving)  # fmt: skip
 
 
 _DP_AWARE_ARGS = {"all2all_backend": "deepep_low_latency"}
