@@ -105,7 +105,7 @@ def drain_phases(
     exponentially (output_scale); under a cap the batch drains only until the cap, where the
     rest end together. Where every output is the cap (a synthetic benchmark's fixed lengths),
     the batch ends as staggered as it was admitted: the prompts of the burst's opening entered
-    over `stagger` steps (Opening.stagger), so the last sequence admitted decodes the cap's
+    over `stagger` steps (Opening.steps), so the last sequence admitted decodes the cap's
     steps, and the batch stays whole for cap - stagger of them, then thins evenly to none."""
     cap = spec.workload.max_output_tokens
     scale = output_scale(spec)
