@@ -80,15 +80,19 @@ def _estimate(row: Row) -> float:
         mem = memory(spec, layout)
         batch = saturated_batch(spec, layout, mem)
         requests = row.prompts / layout.data
-        return 1e3 * burst_itl_s(spec, machine, layout, mem, batch, requests)
+        arrival_s = row.serial_frontend_s * layout.data
+        return 1e3 * burst_itl_s(spec, machine, layout, mem, batch, requests, arrival_s)
     # Published saturation runs queue every request at once with no latency target: the server
     # decodes at the batch its KV cache allows, not the batch a profile's ITL target would keep;
-    # the burst is the run's own number of prompts.
+    # the burst is the run's own number of prompts, handed to the engine at the measured
+    # server's serial work per request where its page measured it (speed.saturation.opening).
     if row.metric == "prefill":
         model_plan = plan(spec, itl_target_s=math.inf)
         return 1e3 * model_plan.groups[0].estimates.prefill_s
     assert row.prompts is not None, f"{row.label}: the setup states no number of prompts"
-    model_plan = plan(spec, itl_target_s=math.inf, burst_requests=row.prompts)
+    model_plan = plan(
+        spec, itl_target_s=math.inf, burst_requests=row.prompts, arrival_s=row.serial_frontend_s
+    )
     if row.metric == "output_tps":
         return model_plan.output_tokens_per_s
     return model_plan.requests_per_s * (work.input_tokens + work.output_tokens)

@@ -49,6 +49,8 @@ from calibration_row import Row, _p
 from calibration_sources import (
     ALL_AT_ONCE,
     DSR1_H200,
+    GLM_4_6,
+    GLM_CONTEXT,
     GPUSTACK,
     GPUSTACK_REPO,
     MEDIUM,
@@ -62,9 +64,6 @@ from calibration_sources import (
     H,
     _gpustack,
 )
-from importer_support import fixture_file
-
-from serving.catalog.importer.build import import_architecture
 
 Q32_H100 = (
     GPUSTACK + "qwen3-32b/h100 ; " + GPUSTACK_REPO + "qwen3-32b/h100.md",
@@ -111,16 +110,11 @@ GLM_SHAREGPT_A100 = (214, 200)  # 214,465 / 199,904 over 1,000
 GLM_VERY_LONG = (32000, 94)  # 3,200,000 / 9,406 over 100
 GLM_LONG = (4000, 200)  # 1,999,787 / 99,801 over 500
 GLM_MEDIUM = (1999, 100)  # 999,429 / 50,000 over 500
-# GLM-4.6's context: vLLM's default max_model_len.
-GLM_CONTEXT = 202752
 
 
 def _glm(gpu: str, workload: tuple[int, int], **extra: Any) -> dict[str, Any]:
-    """A GLM-4.6 run's profile at TP8: the architecture the importer reads from the stored
-    config.json, as `servestack plan --config` would."""
-    arch = import_architecture(fixture_file("zai-org__GLM-4.5"), key="glm-4.6")
-    inline = arch.model_dump(mode="json") | {"max_position_embeddings": GLM_CONTEXT}
-    return _p(inline, gpu, 8, workload=workload, max_model_len=GLM_CONTEXT, **extra)
+    """A GLM-4.6 run's profile at TP8 (calibration_sources.GLM_4_6)."""
+    return _p(GLM_4_6, gpu, 8, workload=workload, max_model_len=GLM_CONTEXT, **extra)
 
 
 REGIME_ROWS: list[Row] = [

@@ -16,6 +16,9 @@ from calibration_row import (
     Row,
     _p,
 )
+from importer_support import fixture_file
+
+from serving.catalog.importer.build import import_architecture
 
 GPUSTACK = "https://docs.gpustack.ai/latest/performance-lab/"
 GPUSTACK_REPO = "github.com/gpustack/gpustack docs/performance-lab/"
@@ -51,6 +54,15 @@ LLAMA_2_70B: dict[str, Any] = {
     "vocab_size": 32000,
     "max_position_embeddings": 4096,
 }
+
+
+# GLM-4.6 as a user's own model is planned (`servestack plan --config`): the architecture the
+# importer reads from the stored config.json of GLM-4.5, which GLM-4.6 keeps with a longer
+# context (max_position_embeddings 202,752, vLLM's default max_model_len).
+GLM_CONTEXT = 202752
+GLM_4_6: dict[str, Any] = import_architecture(
+    fixture_file("zai-org__GLM-4.5"), key="glm-4.6"
+).model_dump(mode="json") | {"max_position_embeddings": GLM_CONTEXT}
 
 
 # ShareGPT (vllm bench serve --dataset-name sharegpt) as GPUStack ran it: mean lengths from the
@@ -124,12 +136,22 @@ def _gpustack(
     where: tuple[str, str], what: str, metric: Metric, value: float, profile: dict[str, Any],
     part: Part, batch: int = 1, retired_frontend_s: float = 0.0, serial_frontend_s: float = 0.0,
 ) -> Row:  # fmt: skip
+    """A row of a GPUStack page. Its server's serial work per request is what the row says,
+    else what the page's own short-prompt run measured (FRONTEND_RUNS), else unknown (0)."""
+    serial = serial_frontend_s or frontend_serial_s(where[0])
     # GPUStack's latency runs are `vllm bench serve --max-concurrency c`: a closed loop.
     return Row(
         where[0], f"{where[1]}; {what}", metric, value, profile, part, batch=batch,
-        retired_frontend_s=retired_frontend_s, serial_frontend_s=serial_frontend_s,
+        retired_frontend_s=retired_frontend_s, serial_frontend_s=serial,
         closed_loop=batch > 1,
     )  # fmt: skip
+
+
+def frontend_serial_s(source: str) -> float:
+    """The serial work per request that the page `source` names measured with its short-prompt
+    run (FRONTEND_RUNS), or 0 where it has none that qualifies."""
+    page = source.split(" ;")[0]
+    return next((run.serial_s for run in FRONTEND_RUNS if run.source == page), 0.0)
 
 
 H = VLLM_HOPPER
@@ -153,4 +175,13 @@ DSR1_H200_SHORT = FrontendRun(
     _p("deepseek-v3", "h200-141gb", 8, workload=SHORT_PROMPT, max_model_len=32768, **H),
     5931.25,
 )
-FRONTEND_RUNS = (QWEN3_14B_H100_SHORT, DSR1_H200_SHORT)
+# GLM-4.6 on 8xH200 (its page's baseline `-tp 8`): 1,000 requests in 13.89 s, 9,497.19
+# tokens/s, 13.9 ms per request, where the planner puts the GPU's work at 6.4 s. Qwen3-235B's
+# page on 8xH100 (984 requests in 8.83 s, 9.0 ms each) does not qualify: the planner puts its
+# GPU work at 4.9 s, more than half the run, so its short run bounds the serial work only.
+GLM_H200_SHORT = FrontendRun(
+    GPUSTACK + "glm-4.6/h200",
+    _p(GLM_4_6, "h200-141gb", 8, workload=SHORT_PROMPT, max_model_len=GLM_CONTEXT, **H),
+    9497.19,
+)
+FRONTEND_RUNS = (QWEN3_14B_H100_SHORT, DSR1_H200_SHORT, GLM_H200_SHORT)

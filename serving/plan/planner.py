@@ -162,12 +162,15 @@ def plan(
     burst_requests: int = BURST_REQUESTS,
     calibration: Calibration | None = None,
     concurrency: int | None = None,
+    arrival_s: float = 0.0,
 ) -> Plan:
     """Plan a spec. `prices` overrides catalog prices per machine type (USD per node-hour);
     throughput is that of `burst_requests` requests queued at once, or with `concurrency`,
     that of a closed loop of that many clients per replica. A `calibration` measured where the
     spec is deployed scales every group's estimates by its ratios, here and nowhere else; one
-    measured elsewhere is ignored, and the plan says why."""
+    measured elsewhere is ignored, and the plan says why. `arrival_s`: a server's serial work
+    per request before its engine sees it, which paces a burst (speed.saturation.opening); none
+    by default, as servestack's own server has no measured figure for it."""
     groups: list[GroupPlan] = []
     found: list[Verdict] = []
     why_not = None
@@ -186,7 +189,9 @@ def plan(
         # Throughput at the largest batch within the profile's inter-token target, unless the
         # caller asks about another target (the recommender's).
         target_s = spec.latency.itl_ms / 1e3 if itl_target_s is None else itl_target_s
-        est = estimates(spec, machine, role, layout, mem, target_s, burst_requests, concurrency)
+        est = estimates(
+            spec, machine, role, layout, mem, target_s, burst_requests, concurrency, arrival_s
+        )
         adapters = lora.lora_plan(spec, layout)
         est = lora.applied(est, adapters)
         if calibration is not None and why_not is None:

@@ -173,54 +173,85 @@ class Opening(NamedTuple):
     steps: float  # steps the first prompts take to be admitted
     seconds: float
     decoded: float  # output tokens the admitted sequences decode meanwhile
+    running: float  # sequences still decoding at its end
 
 
-def opening(spec: ModelSpec, machine: MachineType, layout: Parallelism, first: float) -> Opening:
+def opening(
+    spec: ModelSpec,
+    machine: MachineType,
+    layout: Parallelism,
+    first: float,
+    arrival_s: float = 0.0,
+) -> Opening:
     """The start of a burst: vLLM does not compute the `first` prompts its KV cache holds and
     then decode them, it admits them a token budget at a time (max_num_batched_tokens a step,
     less a token for each running sequence: vllm/v1/core/sched/scheduler.py, Scheduler.schedule)
     and each decodes a token a step from the step after its last chunk. The prompts enter at an
-    even rate over F = first x prompt / (budget - decoding) steps, and a sequence admitted at
-    step t decodes min(output, F - t) tokens by the end: first x F / 2 in all while the opening
-    is shorter than an output, first x (output - output^2 / 2F) once it is longer (the earliest
-    then end inside it). Each of its steps is mixed: the budget's prompt tokens and the decodes
-    of those admitted (mixed_step_s), so the early sequences' tokens come at a prefill step's
-    pace, not a decode step's. GLM-4.6 on 8xH200 (GPUStack, vLLM 0.11, random 2,000 in / 100
-    out, 500 prompts) shows it: mean TPOT 270 ms, where its decode step alone is about 55 ms."""
+    even rate over F = first x prompt / (budget - decoding) steps. Each of its steps is mixed:
+    the budget's prompt tokens and the decodes of those admitted (mixed_step_s), so the early
+    sequences' tokens come at a prefill step's pace, not a decode step's. GLM-4.6 on 8xH200
+    (GPUStack, vLLM 0.11, random 2,000 in / 100 out, 500 prompts) shows it: mean TPOT 270 ms,
+    where its decode step alone is about 55 ms.
+
+    Nor can a prompt enter before the server has handed it to the engine: where the server
+    does serial work per request (`arrival_s`, its API server's event loop), the burst reaches
+    the engine one request per arrival_s, and the opening lasts at least first x arrival_s,
+    in steps that carry fewer prompt tokens each. GPUStack's ShareGPT bursts on vLLM 0.11 show
+    it: DeepSeek-R1's 1,000 requests at 22.3 ms each (its short-prompt run) are admitted over
+    22.3 s, and the run's 99th-percentile time to first token is 24.4 s.
+
+    What the opening decodes and leaves running, with r = first / F prompts a step and mean
+    output O: outputs all of one length (the cap) decode min(O, F - t) tokens for a sequence
+    admitted at step t, r x (F^2 / 2) in all while F <= O and r x (F O - O^2 / 2) beyond,
+    and those admitted in the last O steps run on; outputs spread exponentially end at any
+    step with odds 1 / O, so r O (1 - e^(-F/O)) run on and the rest of first x O was decoded."""
     work = spec.workload
     new, _ = computed_prompt(spec)
     if first <= 0 or new <= 0:
-        return Opening(0.0, 0.0, 0.0)
+        return Opening(0.0, 0.0, 0.0, max(0.0, first))
     budget = spec.max_num_batched_tokens
-    output = work.output_tokens
+    output = float(work.output_tokens)
+    fixed = math.isinf(output_scale(spec))
+    context = work.input_tokens + work.output_tokens // 2
+
+    def decoded_in(steps: float) -> float:
+        if fixed:
+            live = min(steps, output)
+            return first / steps * live * (steps - live / 2)
+        return first * output * (1 - output / steps * -math.expm1(-steps / output))
+
+    def step_of(steps: float) -> float:
+        decoding = decoded_in(steps) / steps
+        return mixed_step_s(spec, machine, layout, decoding, first * new / steps, context)
+
     steps = first * new / budget
-    decoded = decoding = 0.0
     # The decodes take budget from the prompts, which lengthens the opening: a few rounds settle.
     for _ in range(3):
-        live = min(steps, float(output))
-        decoded = first / steps * live * (steps - live / 2)
-        decoding = decoded / steps
-        steps = first * new / max(1.0, budget - decoding)
-    context = work.input_tokens + work.output_tokens // 2
-    step = mixed_step_s(spec, machine, layout, decoding, first * new / steps, context)
-    return Opening(steps, steps * step, decoded)
+        steps = first * new / max(1.0, budget - decoded_in(steps) / steps)
+    step = step_of(steps)
+    if first * arrival_s > steps * step:
+        # Paced by arrivals: as many steps as fit in first x arrival_s at their own length
+        # (fewer prompt tokens each, so shorter); the geometric mean of each round damps it.
+        for _ in range(30):
+            steps = math.sqrt(steps * first * arrival_s / step_of(steps))
+        step = step_of(steps)
+        steps = first * arrival_s / step
+    decoded = decoded_in(steps)
+    running = first * min(1.0, output / steps) if fixed else first - decoded / output
+    return Opening(steps, steps * step, decoded, running)
 
 
 def burst_drain(
     spec: ModelSpec, batch: int, requests: float, start: Opening
 ) -> list[tuple[float, int]]:
-    """The drain of a server's burst after its `start` (drain_phases), without the tokens the
-    opening decoded. Outputs all at the cap end as staggered as the opening admitted them, and
-    where the opening outlasts an output, fewer are running at its end than the cache holds:
-    those admitted in its last `output` steps. Outputs spread exponentially forget what they
-    decoded: the drain is that of the sequences left, the opening's tokens taken off it."""
-    output = spec.workload.output_tokens
-    first = min(float(batch), requests)
+    """The drain of a server's burst after its `start` (drain_phases): of the sequences the
+    opening left running. Outputs all at the cap end as staggered as the opening admitted them;
+    outputs spread exponentially forget what they decoded, so the drain is that of a batch of
+    the sequences left."""
+    running = min(float(batch), start.running)
     if math.isinf(output_scale(spec)):
-        running = first * min(1.0, output / start.steps) if start.steps > 0 else first
         return drain_phases(spec, batch, running, start.steps)
-    left = max(0.0, 1 - start.decoded / (first * output))
-    return [(steps * left, size) for steps, size in drain_phases(spec, batch, requests)]
+    return drain_phases(spec, batch, running)
 
 
 def served_burst_s(
@@ -230,16 +261,20 @@ def served_burst_s(
     mem: MemoryBreakdown,
     batch: int,
     requests: float,
+    arrival_s: float = 0.0,
 ) -> float:
     """Time for one DP rank of a server to answer `requests` requests queued at once: the first
-    `batch` prompts fill the batch, the rest join it in mixed steps as sequences finish (each
-    computed again as often as the KV cache forces, `recomputed_prompt_tokens`), then the batch
-    drains."""
+    `batch` prompts fill the batch (`opening`), the rest join it in mixed steps as sequences
+    finish (each computed again as often as the KV cache forces, `recomputed_prompt_tokens`),
+    then the batch drains. `arrival_s`: the server's serial work per request before the engine
+    sees it (opening)."""
     first = min(float(batch), requests)
     per_rank_kv = mem.kv_capacity_tokens // layout.data
     recomputed = recomputed_prompt_tokens(spec, per_rank_kv)
     queued, _ = queued_phase_s(spec, machine, layout, batch, requests - first, recomputed)
-    start = opening(spec, machine, layout, first)
+    # The queued requests, too, reach the engine no faster than the server hands them over.
+    queued = max(queued, (requests - first) * arrival_s)
+    start = opening(spec, machine, layout, first, arrival_s)
     return start.seconds + queued + drain_s(spec, machine, layout, batch, requests, start)
 
 
@@ -250,6 +285,7 @@ def burst_itl_s(
     mem: MemoryBreakdown,
     batch: int,
     requests: float,
+    arrival_s: float = 0.0,
 ) -> float:
     """Mean inter-token latency over a burst of `requests` requests queued at once on one DP
     rank, over every token decoded: while requests queue, the mixed step of the queued phase
@@ -262,7 +298,7 @@ def burst_itl_s(
     recomputed = recomputed_prompt_tokens(spec, per_rank_kv)
     queued = requests - first
     _, step = queued_phase_s(spec, machine, layout, batch, queued, recomputed)
-    start = opening(spec, machine, layout, first)
+    start = opening(spec, machine, layout, first, arrival_s)
     # The opening's tokens come at its mixed step.
     opening_step = start.seconds / start.steps if start.steps else 0.0
     seconds = queued * work.output_tokens * step + start.decoded * opening_step
@@ -282,12 +318,15 @@ def estimates(
     itl_target_s: float | None = None,
     burst_requests: int = BURST_REQUESTS,
     concurrency: int | None = None,
+    arrival_s: float = 0.0,
 ) -> Estimates:
     """Latency at low load, and throughput of a burst of `burst_requests` requests decoded at
     the batch a saturated server reaches (lowered to meet an inter-token latency target if one
     is given). The size of the burst matters: the fewer the requests, the larger the share of
     the run spent draining, when the batch is no longer full. With `concurrency`, the figures
-    of a closed loop of that many clients on the replica instead (`closed_loop`)."""
+    of a closed loop of that many clients on the replica instead (`closed_loop`). `arrival_s`:
+    the server's serial work per request, which paces a burst's way into each DP rank's engine
+    at arrival_s x data a request (opening)."""
     work = spec.workload
     # P/D: the prefill side's prompt ends once its KV cache reaches the decode side.
     transfer = _kv_transfer_s(spec, machine) if role == "prefill" else 0.0
@@ -310,12 +349,13 @@ def estimates(
         return closed_loop(spec, machine, role, layout, mem, batch, concurrency, prompt, transfer)
     step = decode_step_s(spec, machine, layout, batch, context)
     requests = burst_requests / layout.data
+    arrival_s *= layout.data
     new, cached = computed_prompt(spec)
     prompt_s = prefill_compute_s(spec, layout, new, spec.max_num_batched_tokens, cached)
     # A prefill-only replica pays no decode, a decode-only one no prefill; a server computes
     # the prompts that replace finished sequences in the steps that decode the others.
     seconds = {
-        "server": served_burst_s(spec, machine, layout, mem, batch, requests),
+        "server": served_burst_s(spec, machine, layout, mem, batch, requests, arrival_s),
         "prefill": requests * prompt_s,
         "decode": burst_decode_s(spec, machine, layout, batch, requests),
     }[role]

@@ -15,7 +15,6 @@ from serving.plan.placement import choose_machine
 from serving.plan.speed import decode_step_s
 from serving.plan.speed.mixed import mixed_step_s
 from serving.plan.speed.saturation import (
-    Opening,
     burst_drain,
     burst_itl_s,
     drain_phases,
@@ -86,14 +85,36 @@ def test_opening_and_drain_decode_every_output_token_once(first: int) -> None:
     assert start.decoded + drained == pytest.approx(first * 100, rel=0.01)
 
 
-def test_outputs_that_spread_forget_what_the_opening_decoded() -> None:
-    """Exponential outputs: the drain after an opening that decoded a fifth of 100 sequences'
-    mean outputs is that of the sequences left, four fifths of the drain of a batch that had
-    decoded nothing."""
-    model = spec(workload={"input_tokens": 2000, "output_tokens": 100})
-    start = Opening(steps=10.0, seconds=1.0, decoded=0.2 * 100 * 100)
-    whole = _tokens(drain_phases(model, 100, 100))
-    assert _tokens(burst_drain(model, 100, 100, start)) == pytest.approx(0.8 * whole)
+def test_outputs_that_spread_run_on_as_their_exponential_leaves() -> None:
+    """Exponential outputs of mean 100: a sequence admitted t steps before the opening ends is
+    still running with odds e^(-t/100), so r x 100 x (1 - e^(-F/100)) run on, r = 100 / F
+    prompts a step, and the rest of the 100 x 100 output tokens were decoded. The drain is that
+    of the sequences left, whatever they decoded (an exponential forgets)."""
+    model = spec(workload={"input_tokens": 2000, "output_tokens": 100}, max_num_batched_tokens=8192)
+    layout = model.parallelism
+    start = opening(model, choose_machine(model, layout.gpus_per_replica), layout, 100)
+    f = start.steps
+    assert start.running == pytest.approx(100 / f * 100 * (1 - math.exp(-f / 100)), rel=1e-6)
+    assert start.decoded + 100 * start.running == pytest.approx(100 * 100)
+    assert burst_drain(model, 100, 100, start) == drain_phases(model, 100, start.running)
+
+
+def test_a_burst_handed_over_slower_than_the_budget_admits_opens_at_that_pace() -> None:
+    """400 prompts of 2,000 tokens that the server hands the engine one per 100 ms: the opening
+    lasts 400 x 0.1 = 40 s, far longer than the 100 steps the budget needs, so its steps carry
+    fewer prompt tokens than the budget (800,000 over more than 100 steps), it outlasts an
+    output of 100, and only those admitted in its last 100 steps still run at its end. Handed
+    over faster than the budget admits, the opening is the budget's."""
+    model = _fixed()
+    layout = model.parallelism
+    machine = choose_machine(model, layout.gpus_per_replica)
+    paced = opening(model, machine, layout, 400, arrival_s=0.1)
+    assert paced.seconds == pytest.approx(40.0, rel=1e-6)
+    assert paced.steps > 100 and 800_000 / paced.steps < 8192
+    assert paced.running == pytest.approx(400 * 100 / paced.steps, rel=1e-6)
+    budget = opening(model, machine, layout, 400)
+    assert opening(model, machine, layout, 400, arrival_s=1e-6) == budget
+    assert budget.seconds < paced.seconds
 
 
 def test_a_burst_that_fits_decodes_its_opening_at_a_prefill_steps_pace() -> None:
