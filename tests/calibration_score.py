@@ -19,7 +19,8 @@ from serving.plan.accuracy import ErrorBand
 from serving.plan.memory import memory
 from serving.plan.placement import choose_machine
 from serving.plan.planner import decode_step_s, plan, prefill_s, ttft_s
-from serving.plan.speed.saturation import burst_itl_s, saturated_batch
+from serving.plan.speed.burst import burst
+from serving.plan.speed.saturation import saturated_batch
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
 
@@ -81,11 +82,11 @@ def _estimate(row: Row) -> float:
         batch = saturated_batch(spec, layout, mem)
         requests = row.prompts / layout.data
         arrival_s = row.serial_frontend_s * layout.data
-        return 1e3 * burst_itl_s(spec, machine, layout, mem, batch, requests, arrival_s)
+        return 1e3 * burst(spec, machine, layout, mem, batch, requests, arrival_s).itl_s
     # Published saturation runs queue every request at once with no latency target: the server
     # decodes at the batch its KV cache allows, not the batch a profile's ITL target would keep;
     # the burst is the run's own number of prompts, handed to the engine at the measured
-    # server's serial work per request where its page measured it (speed.saturation.opening).
+    # server's serial work per request where its page measured it (speed.burst.opening).
     if row.metric == "prefill":
         model_plan = plan(spec, itl_target_s=math.inf)
         return 1e3 * model_plan.groups[0].estimates.prefill_s

@@ -169,7 +169,7 @@ def plan(
     that of a closed loop of that many clients per replica. A `calibration` measured where the
     spec is deployed scales every group's estimates by its ratios, here and nowhere else; one
     measured elsewhere is ignored, and the plan says why. `arrival_s`: a server's serial work
-    per request before its engine sees it, which paces a burst (speed.saturation.opening); none
+    per request before its engine sees it, which paces a burst (speed.burst.opening); none
     by default, as servestack's own server has no measured figure for it."""
     groups: list[GroupPlan] = []
     found: list[Verdict] = []

@@ -8,7 +8,8 @@ Prefill (`prefill`) is bound by math, with causal attention less efficient than 
 matmuls. A request's first token also waits for a fixed floor (HTTP, chat template and
 tokenization, scheduling); a chat workload's mean time to first token is the mean over its
 prompts' spread of lengths, not that of its mean prompt. A saturated server (`saturation`)
-decodes as many sequences as its KV cache holds at their average length, not at their longest.
+decodes as many sequences as its KV cache holds at their average length, not at their longest,
+and serves a burst (`burst`) in an opening, a queued phase and a drain.
 
 The efficiency constants (`serving.plan.fitted`, generated) were fitted on the `fit` rows of
 `tests/calibration_set.py` (published vLLM runs) by scripts/fit_speed_constants.py and are judged
@@ -30,6 +31,7 @@ from serving.plan.fitted import (
     TRITON_ATTENTION_MFU,
     TTFT_FLOOR_S,
 )
+from serving.plan.speed.burst import DRAIN_POINTS, burst_decode_s
 from serving.plan.speed.decode import decode_step_s
 from serving.plan.speed.prefill import (
     ATTENTION_MFU,
@@ -43,9 +45,7 @@ from serving.plan.speed.prefill import (
 )
 from serving.plan.speed.saturation import (
     BURST_REQUESTS,
-    DRAIN_POINTS,
     Estimates,
-    burst_decode_s,
     estimates,
     saturated_batch,
 )

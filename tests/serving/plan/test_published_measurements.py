@@ -39,7 +39,7 @@ from calibration_sources import FRONTEND_RUNS
 from serving.plan.accuracy import ERROR_BANDS
 from serving.plan.placement import choose_machine
 from serving.plan.planner import plan
-from serving.plan.speed.saturation import opening
+from serving.plan.speed.burst import opening
 
 _within = within
 _median = median_error

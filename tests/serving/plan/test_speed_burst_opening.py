@@ -1,4 +1,4 @@
-"""A burst's opening and the drain it leaves (serving.plan.speed.saturation: opening,
+"""A burst's opening and the drain it leaves (serving.plan.speed.burst: opening,
 burst_drain, drain_phases' stagger): vLLM admits the queued prompts a token budget at a time and
 decodes those admitted in the same steps, and a synthetic benchmark's outputs of one length end
 as staggered as they were admitted. Each case is worked by hand in its docstring."""
@@ -13,13 +13,13 @@ from planner_support import spec
 from serving.plan.memory import memory
 from serving.plan.placement import choose_machine
 from serving.plan.speed import decode_step_s
-from serving.plan.speed.mixed import mixed_step_s
-from serving.plan.speed.saturation import (
+from serving.plan.speed.burst import (
+    burst,
     burst_drain,
-    burst_itl_s,
     drain_phases,
     opening,
 )
+from serving.plan.speed.mixed import mixed_step_s
 
 
 def _fixed(output: int = 100, **fields: object) -> object:
@@ -127,7 +127,7 @@ def test_a_burst_that_fits_decodes_its_opening_at_a_prefill_steps_pace() -> None
     machine = choose_machine(model, layout.gpus_per_replica)
     mem = memory(model, layout)
     assert mem.kv_capacity_tokens > 400 * 2050
-    itl = burst_itl_s(model, machine, layout, mem, 400, 400)
+    itl = burst(model, machine, layout, mem, 400, 400).itl_s
     start = opening(model, machine, layout, 400)
     decode = decode_step_s(model, machine, layout, 400, 2050)
     assert decode < itl < start.seconds / start.steps

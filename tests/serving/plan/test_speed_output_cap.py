@@ -1,4 +1,4 @@
-"""A generation cap in the drain of a burst (saturation.output_scale, drain_phases), worked by
+"""A generation cap in the drain of a burst (burst.output_scale, drain_phases), worked by
 hand: outputs spread exponentially around their mean, and where every request stops at
 max_tokens (workload.max_output_tokens), the exponential is cut there with the same mean, so
 the batch drains only until the cap and the rest end together."""
@@ -10,7 +10,7 @@ import math
 import pytest
 from planner_support import spec
 
-from serving.plan.speed.saturation import drain_phases, output_scale
+from serving.plan.speed.burst import drain_phases, output_scale
 
 
 def _work(output: int, cap: int | None = None) -> dict[str, int | None]:
