@@ -65,10 +65,13 @@ requests/s).
   supervisor (one API server a rank, the router balancing the ranks). Its Hybrid-LB column (one
   server a node, 21% fewer tokens on the same cluster) is left out: the difference is how evenly
   the router fills the ranks, and the planner plans them filled evenly.
-- The wide-EP guide of a later release (guides/wide-ep/README.md at 52c210c; its manifest,
-  modelserver/gpu/vllm-deepseek-r1-0528/base/disaggregatedset.yaml at bf09bb9: a vLLM 0.23-0.24
-  build of llm-d's, decode with `--enable-dbo --dbo-decode-token-threshold 32`,
-  `--all2all-backend deepep_low_latency`, 256 sequences and 256 tokens a step) on CoreWeave.
+- The wide-EP guide of a later release (guides/wide-ep/README-lws.md at 018994e, its only
+  results table; later versions of guides/wide-ep/README.md repeat it, while README.md at 52c210c
+  holds none; its decode manifest, modelserver/gpu/lws/vllm/base/decode.yaml at 28539d9, the
+  same flags as the later DisaggregatedSet's, vllm-deepseek-r1-0528/base/disaggregatedset.yaml
+  at bf09bb9: a vLLM 0.23-0.24 build of llm-d's, decode with `--enable-dbo
+  --dbo-decode-token-threshold 32`, `--all2all-backend deepep_low_latency`, 256 sequences and
+  256 tokens a step) on CoreWeave.
 Left out: vLLM's wide-EP example (examples/online_serving/wide_ep, from vLLM PR #29284, 2,387
 tokens/s per H200 at EP 32 on Nebius): its decode-only benchmark fills the KV cache with dummy
 values (DecodeBenchConnector) and routes tokens to experts uniformly at random
@@ -142,9 +145,9 @@ DP_AWARE = (
     "manifests/modelserver/base/decode.yaml at 04291b76)"
 )
 WIDE_EP_GUIDE = (
-    "https://github.com/llm-d/llm-d/blob/52c210c75cada9d3620518487e208c33ec02e713/guides/"
-    "wide-ep/README.md (Benchmarking Results; manifest modelserver/gpu/vllm-deepseek-r1-0528/"
-    "base/disaggregatedset.yaml at bf09bb9d)"
+    "https://github.com/llm-d/llm-d/blob/018994e8e622cc001b0f03dc66e72cc680a9b9da/guides/"
+    "wide-ep/README-lws.md (Benchmarking Results; decode manifest modelserver/gpu/lws/vllm/base/"
+    "decode.yaml at 28539d99)"
 )
 # 2,048 clients over the decode worker's 16 ranks.
 EP16_BATCH_PER_RANK = 2048 // 16
