@@ -59,6 +59,16 @@ def test_a_fit_row_changed_without_a_refit_is_drift(
     assert script.FITTED in script.drifted()
 
 
+def test_a_loss_changed_without_a_refit_is_drift(
+    script: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The constants are only what the loss they were fitted with makes of the rows; --cv
+    compares the loss the fit uses with the others it could have used."""
+    assert script.LOSS in script.CANDIDATE_LOSSES
+    monkeypatch.setattr(script, "LOSS", ("linear", 1.0))
+    assert script.FITTED in script.drifted()
+
+
 def test_every_fitted_constant_has_a_bound_it_lies_within(script: ModuleType) -> None:
     names = {n for n in vars(fitted) if n.isupper() and n != "FIT_DIGEST"}
     assert names == set(script.CONSTANTS)
