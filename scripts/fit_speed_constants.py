@@ -283,7 +283,8 @@ def cross_validate() -> str:
     random.Random(0).shuffle(pages)
     folds = [set(pages[i::CV_FOLDS]) for i in range(CV_FOLDS)]
     lines = [
-        f"loss (scale)       rows  within ±25%  median  on {len(pages)} pages, {CV_FOLDS} folds"
+        f"{len(pages)} pages in {CV_FOLDS} folds; each fold's fit rows, fitted without them:",
+        f"{'loss (scale)':<16}{'rows':>5}{'within ±25%':>13}{'median':>8}",
     ]
     for loss in CANDIDATE_LOSSES:
         errors: list[float] = []
@@ -293,10 +294,8 @@ def cross_validate() -> str:
             refit([row for row in fit_rows if row.source not in fold], loss)
             errors += [abs(s.error) for s in score([r for r in fit_rows if r.source in fold])]
         inside = sum(error <= 0.25 for error in errors) / len(errors)
-        lines.append(
-            f"{loss[0]:>8} ({loss[1]:g})  {len(errors):>8}  {inside:>11.0%}  "
-            f"{statistics.median(errors):>6.1%}"
-        )
+        name = f"{loss[0]} ({loss[1]:g})"
+        lines.append(f"{name:<16}{len(errors):>5}{inside:>13.0%}{statistics.median(errors):>8.1%}")
     for name, value in today.items():
         _set(name, value)
     return "\n".join(lines)
