@@ -63,7 +63,7 @@ def _estimate(row: Row) -> float:
             return 1e3 * looped.groups[0].estimates.itl_s
         layout = spec.parallelism
         machine = choose_machine(spec, layout.gpus_per_replica)
-        context = work.input_tokens + work.output_tokens // 2
+        context = work.decode_context_tokens
         return 1e3 * decode_step_s(spec, machine, layout, row.batch, context)
     if row.metric == "ttft":
         layout = spec.parallelism
@@ -144,7 +144,7 @@ def closed_loop_queue_s(
     assert row.prompts is not None, f"{row.label}: the setup states no number of prompts"
     work = spec.workload
     assert concurrency * work.input_tokens <= spec.max_num_batched_tokens, row.label
-    context = work.input_tokens + work.output_tokens // 2
+    context = work.decode_context_tokens
     first = ttft_s(spec, machine, layout, concurrency - 1, spread=not row.fixed_prompts)
     first += row.retired_frontend_s
     decode = (work.output_tokens - 1) * decode_step_s(spec, machine, layout, concurrency, context)

@@ -15,32 +15,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import vllm_offline
+
 CACHE_GIB = 1
-MAX_MODEL_LEN = 2048
-BATCHED_TOKENS = 256
-ENV = {
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-    "VLLM_CPU_KVCACHE_SPACE": str(CACHE_GIB),
-    "VLLM_CPU_OMP_THREADS_BIND": "auto",
-    "HF_HUB_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-}
+ENV = vllm_offline.env(CACHE_GIB, threads="auto")
 
 
 def probe(model: Path) -> dict[str, Any]:
-    from vllm import LLM
     from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
 
-    llm = LLM(
-        model=str(model),
-        load_format="dummy",
-        skip_tokenizer_init=True,
-        enforce_eager=True,
-        max_model_len=MAX_MODEL_LEN,
-        max_num_batched_tokens=BATCHED_TOKENS,
-        max_num_seqs=2,
-        dtype="bfloat16",
-    )
+    llm = vllm_offline.llm(model, max_num_seqs=2)
     core = llm.llm_engine.engine_core.engine_core
     config = core.scheduler.kv_cache_config
     vllm_config = llm.llm_engine.vllm_config

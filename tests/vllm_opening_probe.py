@@ -19,34 +19,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-MAX_MODEL_LEN = 2048
-BATCHED_TOKENS = 256
+import vllm_offline
+
 MAX_NUM_SEQS = 128
 VOCAB = 512
-ENV = {
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    # One core: the model is tiny, and the suite's local Ray runs on the other worker meanwhile.
-    "VLLM_CPU_OMP_THREADS_BIND": "0",
-    "HF_HUB_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-}
+# One core: the model is tiny, and the suite's local Ray runs on the other worker meanwhile.
+ENV = vllm_offline.env(cache_gib=1, threads="0")
 
 
 def run(model: Path, bursts: list[dict[str, int]]) -> list[dict[str, Any]]:
-    from vllm import LLM, SamplingParams
+    from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    llm = LLM(
-        model=str(model),
-        load_format="dummy",
-        skip_tokenizer_init=True,
-        enforce_eager=True,
-        max_model_len=MAX_MODEL_LEN,
-        max_num_batched_tokens=BATCHED_TOKENS,
-        max_num_seqs=MAX_NUM_SEQS,
-        dtype="bfloat16",
-    )
+    llm = vllm_offline.llm(model, MAX_NUM_SEQS)
     engine = llm.llm_engine
     scheduler = engine.engine_core.engine_core.scheduler
     steps: list[dict[str, int]] = []

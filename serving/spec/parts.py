@@ -249,6 +249,12 @@ class Workload(StrictFrozen):
         "at the cap, so the longest end together there. Unset: no cap short of max_model_len.",
     )  # fmt: skip
 
+    @property
+    def decode_context_tokens(self) -> int:
+        """The context a sequence holds on average while it decodes: its prompt and half of its
+        output, the length its decode steps read KV cache for."""
+        return self.input_tokens + self.output_tokens // 2
+
     @model_validator(mode="after")
     def _cap_holds_the_mean(self) -> Workload:
         cap = self.max_output_tokens

@@ -122,7 +122,7 @@ def settings_from_plan(
     layout = group.parallelism
     machine = choose_machine(spec, layout.gpus_per_replica)
     chunk = spec.max_num_batched_tokens
-    context = spec.workload.input_tokens + spec.workload.output_tokens // 2
+    context = spec.workload.decode_context_tokens
     step_1 = decode_step_s(spec, machine, layout, 1, context)
     batch = min(SLOPE_BATCH, spec.max_num_seqs)
     slope = 0.0

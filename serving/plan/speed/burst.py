@@ -32,7 +32,7 @@ def burst_decode_s(
     this way (`vllm bench serve` sends its prompts at once), and the drain is where a server
     falls short of its full-batch rate."""
     work = spec.workload
-    context = work.input_tokens + work.output_tokens // 2
+    context = work.decode_context_tokens
     full = decode_step_s(spec, machine, layout, batch, context)
     queued_tokens = max(0.0, requests - batch) * work.output_tokens
     return queued_tokens / batch * full + drain_s(spec, machine, layout, batch, requests)
@@ -105,17 +105,24 @@ def drain_phases(
     return [*phases, (tail, 1)]
 
 
+def timed_phases(
+    spec: ModelSpec, machine: MachineType, layout: Parallelism, phases: list[tuple[float, int]]
+) -> list[tuple[float, int, float]]:
+    """Each drain phase (steps, sequences) with the decode step of its sequences at the
+    workload's mean context."""
+    context = spec.workload.decode_context_tokens
+    return [
+        (steps, size, decode_step_s(spec, machine, layout, size, context)) for steps, size in phases
+    ]
+
+
 def drain_s(
     spec: ModelSpec, machine: MachineType, layout: Parallelism, batch: int, requests: float
 ) -> float:
     """Decode time of a full batch of `batch` sequences (or all `requests`, if fewer) once no
     request queues: the batch drains as requests finish (burst_decode_s)."""
-    work = spec.workload
-    context = work.input_tokens + work.output_tokens // 2
-    return sum(
-        steps * decode_step_s(spec, machine, layout, size, context)
-        for steps, size in drain_phases(spec, batch, requests)
-    )
+    phases = timed_phases(spec, machine, layout, drain_phases(spec, batch, requests))
+    return sum(steps * step_s for steps, _, step_s in phases)
 
 
 class Opening(NamedTuple):
@@ -163,7 +170,7 @@ def opening(
     budget = spec.max_num_batched_tokens
     output = float(work.output_tokens)
     fixed = math.isinf(output_scale(spec))
-    context = work.input_tokens + work.output_tokens // 2
+    context = work.decode_context_tokens
 
     def decoded_in(steps: float) -> float:
         if fixed:
@@ -256,15 +263,10 @@ def burst(
     recomputed = recomputed_prompt_tokens(spec, mem.kv_capacity_tokens // layout.data)
     queued_s, step = queued_phase_s(spec, machine, layout, batch, queued, recomputed)
     start = opening(spec, machine, layout, first, arrival_s)
-    work = spec.workload
-    context = work.input_tokens + work.output_tokens // 2
-    drain = [
-        (steps, size, decode_step_s(spec, machine, layout, size, context))
-        for steps, size in burst_drain(spec, batch, requests, start)
-    ]
+    drain = timed_phases(spec, machine, layout, burst_drain(spec, batch, requests, start))
     return Burst(
         opening=start,
-        queued_tokens=queued * work.output_tokens,
+        queued_tokens=queued * spec.workload.output_tokens,
         queued_s=max(queued_s, queued * arrival_s),
         queued_step_s=step,
         drain_s=sum(steps * step_s for steps, _, step_s in drain),

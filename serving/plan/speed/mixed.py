@@ -154,7 +154,7 @@ def queued_phase_s(
     decode_tokens = queued_requests * work.output_tokens
     budget_left = max(1, spec.max_num_batched_tokens - batch)
     steps = max(decode_tokens / batch, prompt_tokens / budget_left)
-    context = work.input_tokens + work.output_tokens // 2
+    context = work.decode_context_tokens
     step = mixed_step_s(
         spec, machine, layout, decode_tokens / steps, prompt_tokens / steps, context
     )

@@ -202,7 +202,7 @@ def ttft_s(
     work = spec.workload
     wait = 0.0
     if running:
-        context = work.input_tokens + work.output_tokens // 2
+        context = work.decode_context_tokens
         steps = 1.5 if async_scheduling(spec) else 0.5
         wait = steps * decode_step_s(spec, machine, layout, running, context)
     # no prompt is longer than the context leaves room for beside its output

@@ -53,7 +53,7 @@ def saturated_batch(spec: ModelSpec, layout: Parallelism, mem: MemoryBreakdown) 
     allocates blocks as tokens arrive), capped by max_num_seqs."""
     work = spec.workload
     per_rank_tokens = mem.kv_capacity_tokens // layout.data
-    average_length = work.input_tokens + work.output_tokens // 2
+    average_length = work.decode_context_tokens
     return min(spec.max_num_seqs, per_rank_tokens // average_length)
 
 
@@ -80,7 +80,7 @@ def estimates(
     transfer = _kv_transfer_s(spec, machine) if role == "prefill" else 0.0
     new, cached = computed_prompt(spec)
     prompt = prefill_s(spec, machine, layout, new, cached) + transfer
-    context = work.input_tokens + work.output_tokens // 2
+    context = work.decode_context_tokens
     itl_1 = decode_step_s(spec, machine, layout, 1, context)
 
     batch = saturated_batch(spec, layout, mem)
@@ -145,7 +145,7 @@ def closed_loop(
     client's turn comes every clients / in_flight cycles, and its first token (clients -
     in_flight) / in_flight cycles later than if it had not queued."""
     work = spec.workload
-    context = work.input_tokens + work.output_tokens // 2
+    context = work.decode_context_tokens
     clients = math.ceil(concurrency / layout.data)
     recomputed = recomputed_prompt_tokens(spec, mem.kv_capacity_tokens // layout.data, clients)
     # A prefill-only replica hands each prompt's KV cache on and holds none; a decode-only one

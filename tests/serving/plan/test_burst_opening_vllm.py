@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import vllm_offline
 from kv_probe_models import write_models
 from planner_support import spec
 from repo import REPO
+from vllm_opening_probe import MAX_NUM_SEQS
 
 from serving.catalog.importer import import_architecture, parse_json
 from serving.plan.placement import choose_machine
@@ -37,7 +39,6 @@ BURSTS = [
     {"requests": 32, "prompt": 200, "output": 10},
     {"requests": 32, "prompt": 200, "output": 40},
 ]
-BUDGET = 256
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +88,9 @@ def test_the_opening_admits_and_decodes_as_vllms_scheduler_does(
     work = {"input_tokens": run["prompt"], "output_tokens": run["output"]}
     planned_spec = spec(
         architecture=arch.model_dump(),
-        max_model_len=2048,
-        max_num_batched_tokens=BUDGET,
-        max_num_seqs=128,
+        max_model_len=vllm_offline.MAX_MODEL_LEN,
+        max_num_batched_tokens=vllm_offline.BATCHED_TOKENS,
+        max_num_seqs=MAX_NUM_SEQS,
         workload=work | {"max_output_tokens": run["output"]},
     )
     layout = planned_spec.parallelism

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import vllm_offline
 from kv_probe_models import FAMILIES, write_models
 from planner_support import spec
 from repo import REPO
@@ -63,8 +64,8 @@ def planned(family: str, vllm: dict[str, Any], root: Path) -> kv_cache.KVCacheLa
     arch = import_architecture(parse_json(config.read_bytes(), str(config)))
     model = spec(
         architecture=arch.model_dump(),
-        max_model_len=2048,
-        max_num_batched_tokens=256,
+        max_model_len=vllm_offline.MAX_MODEL_LEN,
+        max_num_batched_tokens=vllm_offline.BATCHED_TOKENS,
         max_num_seqs=2,
         prefix_caching=vllm["prefix_caching"],
     )
@@ -86,7 +87,7 @@ def test_the_planner_lays_out_the_cache_vllm_lays_out(
     group_size = max(g["layers"] for g in vllm["groups"])
     assert cache.block_bytes == vllm["groups"][0]["page_size_bytes"] * group_size
     assert cache.num_blocks(vllm["cache_bytes"]) == vllm["num_blocks"]
-    held = cache.sequences(vllm["num_blocks"], 2048)
+    held = cache.sequences(vllm["num_blocks"], vllm_offline.MAX_MODEL_LEN)
     assert held == pytest.approx(vllm["max_concurrency"], rel=1e-9)
 
 
