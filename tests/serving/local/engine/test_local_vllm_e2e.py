@@ -200,11 +200,19 @@ class UrlRun:
 def engine_total(running: Running, vllm_name: str) -> float:
     """One of vLLM's counters, summed over the run's engines, as the run's Ray exports it."""
     from serving.local.runtime.observed import running as local_runs
-    from serving.observability.top import scrape
+    from serving.observability.top import SCRAPE_ERRORS, scrape
 
     (observed,) = [r for r in local_runs() if r.endpoint == running.endpoint]
     name = engine(vllm_name)
-    samples = scrape(observed.metrics["ray"])
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        try:
+            samples = scrape(observed.metrics["ray"])
+            break
+        except SCRAPE_ERRORS:  # a loaded machine's metrics agent slow to answer: ask again
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
     return sum(v for (series, labels), v in samples.items()
                if series == name and dict(labels).get("model_name") == MODEL)  # fmt: skip
 
