@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 from rich.table import Table
@@ -37,11 +38,39 @@ SCRAPE_TIMEOUT_S = 5.0
 # not Prometheus' (ValueError, UnicodeDecodeError).
 SCRAPE_ERRORS = (OSError, http.client.HTTPException, ValueError)
 
+Reading = TypeVar("Reading")
+
 
 def scrape(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> Samples:
     with urllib.request.urlopen(url, timeout=timeout_s) as response:
         text = response.read().decode()
     return parse(text)
+
+
+def patiently(
+    read: Callable[[], Reading],
+    done: Callable[[Reading], bool],
+    timeout_s: float,
+    poll_s: float = 1.0,
+) -> Reading | None:
+    """`read()` (a scrape, or figures from one) again every `poll_s` until `done` holds of what
+    it returned, or `timeout_s` passes: the reading `done` accepted, else the last one read (None
+    if every read failed). Ray exports what its processes pushed a second or so before, and a
+    loaded machine's metrics agent can be slow to answer: a read that fails (SCRAPE_ERRORS)
+    counts as no reading, not as the end."""
+    deadline = time.monotonic() + timeout_s
+    last: Reading | None = None
+    while True:
+        try:
+            last = read()
+        except SCRAPE_ERRORS:
+            pass
+        else:
+            if done(last):
+                return last
+        if time.monotonic() >= deadline:
+            return last
+        time.sleep(poll_s)
 
 
 def unreachable(exc: BaseException) -> str:

@@ -10,7 +10,6 @@ them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from pydantic import Field
@@ -68,17 +67,14 @@ def finished(snapshot: top.Snapshot, model: str) -> float:
 def settled(urls: Sequence[str], model: str, at_least: int) -> top.Snapshot | None:
     """A scrape once the engine's metrics count `at_least` finished requests: Ray exports what
     its processes pushed, so requests just answered may not show yet. None if they never do."""
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    while True:
-        try:
-            snapshot = top.snapshot(urls)
-        except top.SCRAPE_ERRORS:  # a slow or stuck metrics agent: ask again
-            snapshot = None
-        if snapshot is not None and finished(snapshot, model) >= at_least:
-            return snapshot
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(SETTLE_POLL_S)
+
+    def counts_them(snapshot: top.Snapshot) -> bool:
+        return finished(snapshot, model) >= at_least
+
+    snapshot = top.patiently(
+        lambda: top.snapshot(urls), counts_them, SETTLE_TIMEOUT_S, SETTLE_POLL_S
+    )
+    return snapshot if snapshot is not None and counts_them(snapshot) else None
 
 
 def engine_figures(before: top.Snapshot, after: top.Snapshot, model: str) -> EngineFigures | None:

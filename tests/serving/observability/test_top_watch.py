@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.table import Table
 from test_top import exposition
 
-from serving.observability.top import watch
+from serving.observability.metrics import engine
+from serving.observability.top import Samples, patiently, scrape, watch
 
 INTERVAL_S = 0.3
 TIMEOUT_S = 0.5
@@ -127,3 +128,32 @@ def test_top_ends_with_an_error_naming_an_exporter_that_never_answered(silent: s
     message = " ".join(result.stderr.split())
     assert f"error: {silent} answered none of this watch's scrapes" in message
     assert "connected but sent no answer in time" in message
+
+
+def _requests(samples: Samples) -> float:
+    return sum(v for (name, _), v in samples.items() if name == engine("vllm:request_success"))
+
+
+def test_a_patient_read_asks_a_late_exporter_again_until_its_count_is_in() -> None:
+    """What the benchmark and the real-engine tests wait with: scrapes that fail while the
+    exporter is not yet answering are no reading, and it asks until the count is in."""
+    server = _Server(("127.0.0.1", 0), _Exporter)
+    url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    _Exporter.scrapes = 0
+    _serve(server, after_s=1.0)
+    start = time.monotonic()
+    try:
+        samples = patiently(
+            lambda: scrape(url, timeout_s=TIMEOUT_S), lambda s: _requests(s) >= 30, 10.0, 0.1
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert samples is not None and _requests(samples) >= 30
+    assert time.monotonic() - start >= 1.0  # it waited out the exporter's silence
+
+
+def test_a_patient_read_of_an_exporter_that_never_answers_gives_none(silent: str) -> None:
+    start = time.monotonic()
+    assert patiently(lambda: scrape(silent, timeout_s=0.2), lambda _: True, 1.0, 0.1) is None
+    assert time.monotonic() - start < 3.0

@@ -200,19 +200,13 @@ class UrlRun:
 def engine_total(running: Running, vllm_name: str) -> float:
     """One of vLLM's counters, summed over the run's engines, as the run's Ray exports it."""
     from serving.local.runtime.observed import running as local_runs
-    from serving.observability.top import SCRAPE_ERRORS, scrape
+    from serving.observability.top import patiently, scrape
 
     (observed,) = [r for r in local_runs() if r.endpoint == running.endpoint]
+    url = observed.metrics["ray"]
+    samples = patiently(lambda: scrape(url), lambda _: True, SETTLE_S)
+    assert samples is not None, f"the run's Ray metrics ({url}) never answered in {SETTLE_S:g} s"
     name = engine(vllm_name)
-    deadline = time.monotonic() + SETTLE_S
-    while True:
-        try:
-            samples = scrape(observed.metrics["ray"])
-            break
-        except SCRAPE_ERRORS:  # a loaded machine's metrics agent slow to answer: ask again
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1.0)
     return sum(v for (series, labels), v in samples.items()
                if series == name and dict(labels).get("model_name") == MODEL)  # fmt: skip
 
@@ -220,11 +214,10 @@ def engine_total(running: Running, vllm_name: str) -> float:
 def settled(running: Running, vllm_name: str, expected: float) -> float:
     """The counter once it reaches `expected`, else as it stands after `SETTLE_S` (pushes come
     a second apart, so a count that is still short then is short)."""
-    deadline = time.monotonic() + SETTLE_S
-    while (value := engine_total(running, vllm_name)) != expected:
-        if time.monotonic() > deadline:
-            break
-        time.sleep(1.0)
+    from serving.observability.top import patiently
+
+    value = patiently(lambda: engine_total(running, vllm_name), lambda v: v == expected, SETTLE_S)
+    assert value is not None
     return value
 
 

@@ -20,7 +20,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,7 +147,7 @@ def test_the_router_read_each_adapter_from_the_forwarded_body(
     request is a new home, each later one finds it held."""
     from serving.local.runtime.observed import running
     from serving.observability.metrics import ROUTER_ADAPTER_DECISIONS
-    from serving.observability.top import SCRAPE_ERRORS, scrape
+    from serving.observability.top import patiently, scrape
     from serving.router.prefix_affinity import ADAPTER_DECISIONS, ADAPTER_HELD, ADAPTER_NEW
 
     served, base = client
@@ -157,23 +156,21 @@ def test_the_router_read_each_adapter_from_the_forwarded_body(
         for _ in range(2):
             answer(served, model)
     (run,) = [r for r in running() if r.endpoint == endpoint]
-    counted: dict[tuple[str, str], float] = {}
-    deadline = time.monotonic() + 30  # Ray's processes push their metrics every second here
-    while time.monotonic() < deadline:
-        counted = {}
-        try:
-            samples = scrape(run.metrics["ray"])
-        except SCRAPE_ERRORS:  # a loaded machine's metrics agent slow to answer: poll again
-            time.sleep(1)
-            continue
-        for (name, labels), value in samples.items():
+
+    def decisions() -> dict[tuple[str, str], float]:
+        found = {}
+        for (name, labels), value in scrape(run.metrics["ray"]).items():
             if name == ROUTER_ADAPTER_DECISIONS:
                 label = dict(labels)
                 assert label["application"] == base and label["decision"] in ADAPTER_DECISIONS
-                counted[(label["adapter"], label["decision"])] = value
-        if all(counted.get((a.name, ADAPTER_HELD), 0) >= 1 for a in served_adapters):
-            break
-        time.sleep(1)
+                found[(label["adapter"], label["decision"])] = value
+        return found
+
+    def all_held(found: dict[tuple[str, str], float]) -> bool:
+        return all(found.get((a.name, ADAPTER_HELD), 0) >= 1 for a in served_adapters)
+
+    # Ray's processes push their metrics every second here.
+    counted = patiently(decisions, all_held, timeout_s=30) or {}
     for adapter in served_adapters:
         assert counted.get((adapter.name, ADAPTER_NEW)) == 1, counted
         assert counted.get((adapter.name, ADAPTER_HELD), 0) >= 1, counted
