@@ -76,7 +76,16 @@ Left out: vLLM's wide-EP example (examples/online_serving/wide_ep, from vLLM PR 
 tokens/s per H200 at EP 32 on Nebius): its decode-only benchmark fills the KV cache with dummy
 values (DecodeBenchConnector) and routes tokens to experts uniformly at random
 (VLLM_MOE_ROUTING_SIMULATION_STRATEGY), and the PR's "1:512" workload is not its script's 2 in
-/ 256 out.
+/ 256 out. llm-d 0.5's wide EP on B200s (guides/wide-ep-lws/README.md, "Benchmarking Report", and
+https://llm-d.ai/blog/llm-d-v0.5-sustaining-performance-at-scale: DeepSeek-R1-0528 on 4
+a4-highgpu-8g, decode DP 16 + EP 16, 49,784 output tokens/s at 250 requests/s): a sweep of request
+rates whose decode batch per rank is stated nowhere, with EPLB and hybrid load balancing, on a GPU
+generation nothing here is fitted on. The same guide's full report of the Hybrid-LB run above
+(mean TPOT 79.7 ms, mean TTFT 21.3 s): left out with its column. It shows what the EP 16 rows
+assume: there a request spent about an eighth of its cycle before its first token, fewer than
+128 clients a rank decoded at once, and the step read as 128 / (tokens/s per GPU), 92.6 ms, is
+that much longer than the TPOT measured. The DP-supervisor runs publish no TTFT; where their
+first tokens waited too, their rows' steps run long by as much.
 
 The split follows calibration_set_regimes' rule, by runs, in the order each page prints them:
 fit, held, fit for the chart; fit, held for the DP-aware guide; fit for the later guide
