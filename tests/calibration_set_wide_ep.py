@@ -46,10 +46,17 @@ earlier runs without DBO and without later kernel fixes reached about 1,500 toke
 that figure has no published setup and is not a row.
 
 Not rows: the same posts' prefill chart (prompt tokens/s per GPU at EP 8, 16 and 32 for 2,000
-input tokens and 1 output at an unbounded request rate), whose runs publish neither their
-token budget per step nor their number of prompts, and for which the planner has no estimate
-of a prefill-only replica's throughput; Anyscale's 2.4k tokens/s per H200 (Ray Serve LLM
-wide-EP post), whose setup is not published with it.
+input tokens and 1 output at an unbounded request rate: 6,514, 7,011 and 5,095 read off
+assets/figures/2025-12-17-large-scale-serving/prefill_throughput.png, its gridlines 112.75
+pixels per 2,000). Its runs state no token budget per step (the guide's prefill manifest sets
+none, and the only stored version of it, at 03da3b0, is a development branch with merge
+conflicts in it), and they ran DeepEP's high-throughput kernels, which send a token once per
+node over RDMA and forward it over NVLink (github.com/deepseek-ai/DeepEP, README), where the
+planner's all-to-all sends every expert's copy over the NIC, as the low-latency kernels do.
+Planned as a burst of their prompts (1,000 or 10,000 change it by under 0.1%), EP 16 reads 56%
+below its bar, 11% below with no all-to-all at all. They can be rows once that all-to-all is
+modelled. Anyscale's 2.4k tokens/s per H200 (Ray Serve LLM wide-EP post): its setup is not
+published with it.
 
 Later runs at EP 16 (2 nodes), from llm-d's own guides, each a table of one benchmark:
 `2048_concurrent_2k_isl_2k_osl`, 2,048 clients in a closed loop (inference-perf) against
