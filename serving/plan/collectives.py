@@ -60,9 +60,15 @@ def alltoall_s(
     Within a node every copy crosses NVLink. Across nodes (wide EP) a rank's copies split by
     where their experts sit: (EP - gpus per node) / EP of them leave the node through this
     GPU's share of the node's GPU NICs, at CROSS_NODE_ALLTOALL_EFFICIENCY, while (gpus per
-    node - 1) / EP stay on NVLink at the same time; the slower of the two paces the step."""
+    node - 1) / EP stay on NVLink at the same time; the slower of the two paces the step.
+
+    Only a layout of several DP ranks dispatches. With one (tensor parallelism with experts
+    sharded over it), every rank holds the same tokens, runs its own experts on them, and the
+    layer's all-reduce, already counted, sums their outputs: vLLM uses its all-to-all kernels
+    only where `dp_size > 1 and use_ep` (FusedMoEParallelConfig.use_all2all_kernels,
+    vllm/model_executor/layers/fused_moe/config.py, vLLM 0.22, as since 0.9)."""
     ep = layout.expert_parallel_size
-    if ep == 1:
+    if ep == 1 or layout.data == 1:
         return 0.0
     if ep <= machine.gpus_per_node:
         bandwidth = spec.gpu.nvlink_bandwidth_bytes_per_s

@@ -9,6 +9,7 @@ from planner_support import codes, spec
 
 from serving.catalog import MACHINE_TYPES
 from serving.plan.accuracy import error_band
+from serving.plan.collectives import comm_s
 from serving.plan.memory import RUNTIME_COMMUNICATION_BYTES
 from serving.plan.planner import (
     ALLTOALL_LATENCY_S,
@@ -70,6 +71,22 @@ class TestAllToAll:
         h100 = deepseek.model_copy(update={"accelerator": "h100-80gb"})
         slower = 2 * 61 * (ALLTOALL_LATENCY_S + 2 * remote_s)
         assert alltoall_s(h100, mega, deepseek.parallelism, 128) == pytest.approx(slower)
+
+    def test_experts_sharded_over_tensor_parallel_ranks_ride_the_all_reduce(self) -> None:
+        # Qwen3-235B-A22B at TP8 with --enable-expert-parallel and one DP rank: every rank holds
+        # the same tokens, so nothing is dispatched (vLLM: dp_size > 1 and use_ep); its step's
+        # collectives are TP8's two all-reduces a layer, as without expert parallelism.
+        qwen = spec(architecture="qwen3-235b-a22b", machine_type="a3-highgpu-8g")
+        machine = MACHINE_TYPES["a3-highgpu-8g"]
+        tp8_ep = Parallelism(tensor=8, data=1, expert=True)
+        assert tp8_ep.expert_parallel_size == 8
+        assert alltoall_s(qwen, machine, tp8_ep, 64) == 0.0
+        assert comm_s(qwen, machine, tp8_ep, 64) == comm_s(qwen, machine, Parallelism(tensor=8), 64)
+        # Two DP ranks of TP4 do dispatch: 64 tokens x 8 experts x 4,096 hidden x 2 bytes, 7 of
+        # the 8 ranks elsewhere, over NVLink, dispatch and combine on each of 94 layers.
+        dp2 = Parallelism(tensor=4, data=2, expert=True)
+        expected = 2 * 94 * (ALLTOALL_LATENCY_S + 7 / 8 * 64 * 8 * 4096 * 2 / 450e9)
+        assert alltoall_s(qwen, machine, dp2, 64) == pytest.approx(expected)
 
     def test_more_data_ranks_do_not_grow_a_ranks_message(self) -> None:
         qwen = spec(architecture="qwen3-30b-a3b", machine_type="a3-highgpu-8g")
