@@ -53,8 +53,8 @@ none, and the only stored version of it, at 03da3b0, is a development branch wit
 conflicts in it), and they ran DeepEP's high-throughput kernels, which send a token once per
 node over RDMA and forward it over NVLink (github.com/deepseek-ai/DeepEP, README), where the
 planner's all-to-all sends every expert's copy over the NIC, as the low-latency kernels do.
-Planned as a burst of their prompts (1,000 or 10,000 change it by under 0.1%), EP 16 reads 56%
-below its bar, 11% below with no all-to-all at all. They can be rows once that all-to-all is
+Planned as a burst of their prompts (1,000 or 10,000 change it by under 0.1%), EP 16 reads 55%
+below its bar, 6% below with no all-to-all at all. They can be rows once that all-to-all is
 modelled. Anyscale's 2.4k tokens/s per H200 (Ray Serve LLM wide-EP post): its setup is not
 published with it.
 
