@@ -31,6 +31,8 @@ def int4_bytes_per_weight(group_size: int) -> float:
 # contexts) that keep an inline architecture's arithmetic finite.
 MAX_PARAMS = 1e15
 MAX_DIMENSION = 100_000_000
+# Routing groups: published models have at most 8 (DeepSeek-V3).
+MAX_EXPERT_GROUPS = 1024
 # Bytes per weight as vLLM holds them on the GPU. Below Blackwell vLLM repacks MXFP4 experts into
 # the padded layouts of its Marlin/Triton kernels (on B200 the same size is assumed: see
 # serving.catalog.fp4): gpt-oss-120b
@@ -109,6 +111,19 @@ class Architecture(StrictFrozen):
     dense_layers: int = Field(
         default=0, ge=0, description="MoE models: layers with a dense MLP instead of experts."
     )
+    expert_groups: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_EXPERT_GROUPS,
+        description="MoE models with group-limited routing (DeepSeek-V3's n_group): the routed "
+        "experts split into this many equal groups; 1 = no groups.",
+    )
+    expert_groups_per_token: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_EXPERT_GROUPS,
+        description="How many groups a token's experts may come from (topk_group).",
+    )
     attention_layers: list[LayerAttention] | None = Field(
         default=None,
         description="How the layers attend, in runs of one kind (None: all full, or `attention`).",
@@ -140,6 +155,15 @@ class Architecture(StrictFrozen):
             raise ValueError("sliding_window_layers cannot exceed num_layers")
         if self.dense_layers and (not self.is_moe or self.dense_layers >= self.num_layers):
             raise ValueError("dense_layers is for MoE models and must leave a layer with experts")
+        if self.expert_groups > 1 and (
+            not self.is_moe
+            or self.num_experts % self.expert_groups
+            or self.expert_groups_per_token > self.expert_groups
+        ):
+            raise ValueError(
+                "expert_groups must divide num_experts of a MoE model, and "
+                "expert_groups_per_token must not exceed it"
+            )
         if self.num_shared_experts and not self.is_moe:
             raise ValueError("num_shared_experts is for mixture-of-experts models")
         if (self.weight_group_size is not None) != ("int4" in self._dtypes):
@@ -184,6 +208,11 @@ class Architecture(StrictFrozen):
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers that route to experts (0 for a dense model)."""
+        return self.num_layers - self.dense_layers if self.is_moe else 0
 
     @property
     def embedding_params(self) -> float:

@@ -202,6 +202,10 @@ ARCHITECTURES: dict[str, Architecture] = {
             q_lora_rank=1536,
             num_experts=256,
             experts_per_token=8,
+            # first_k_dense_replace 3; n_group 8, topk_group 4 (config.json)
+            dense_layers=3,
+            expert_groups=8,
+            expert_groups_per_token=4,
         ),
         # https://huggingface.co/openai/gpt-oss-20b (20.9B total, 3.6B active; MXFP4 experts,
         # BF16 attention; 32 experts, 4 per token; every other layer a 128-token window)

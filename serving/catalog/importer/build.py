@@ -113,6 +113,7 @@ def import_architecture(
         "experts_per_token": experts_per_token(text) if experts else 0,
         "num_shared_experts": _shared_experts(text, model_type) if experts else 0,
         "dense_layers": moe.count(False) if experts else 0,
+        **(_expert_groups(text, model_type) if experts else {}),
         "sliding_window_layers": bounded,
         "attention_sinks": model_type == "gpt_oss",
         "attention_layers": attention_runs(text, kinds),
@@ -156,6 +157,20 @@ def _expert_width(text: Fields, model_type: str) -> int:
     if model_type in ("mixtral", "gpt_oss", "llama4_text"):
         return text.whole("intermediate_size")
     return text.whole("moe_intermediate_size")
+
+
+def _expert_groups(text: Fields, model_type: str) -> dict[str, int]:
+    """Group-limited routing as vLLM's DeepSeek and GLM-4 MoE code reads it (`n_group` groups,
+    a token's experts from `topk_group` of them); none elsewhere, nor where n_group is 0 or 1."""
+    if model_type not in MLA_TYPES and model_type != "glm4_moe":
+        return {}
+    groups = text.optional_int("n_group", minimum=0) or 1
+    if groups == 1:
+        return {}
+    return {
+        "expert_groups": groups,
+        "expert_groups_per_token": text.optional_int("topk_group", minimum=0) or 1,
+    }
 
 
 def _shared_experts(text: Fields, model_type: str) -> int:

@@ -269,7 +269,7 @@ SHAPE_FIELDS: dict[str, int] = {
         (
             "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
             "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
-            "experts_per_token", "shared_expert_intermediate_size",
+            "experts_per_token", "shared_expert_intermediate_size", "n_group", "topk_group",
         ),
         0,
     ),

@@ -122,6 +122,14 @@ class TestFamilies:
         assert (arch.kv_lora_rank, arch.qk_rope_head_dim, arch.q_lora_rank) == (512, 64, 1536)
         assert (arch.dense_layers, arch.num_shared_experts, arch.num_experts) == (3, 1, 256)
         assert arch.weight_dtype == "fp8" and arch.head_dim == 128  # v_head_dim
+        # Group-limited routing: a token's 8 experts from 4 of 8 groups (n_group, topk_group).
+        assert (arch.expert_groups, arch.expert_groups_per_token) == (8, 4)
+        assert arch.moe_layers == 58
+
+    def test_routing_groups_that_cannot_hold_a_tokens_picks_are_refused(self) -> None:
+        data = config_dict("deepseek-ai__DeepSeek-V3")
+        error = _refused(data | {"topk_group": 9}, "", "expert_groups_per_token")
+        assert "describes no model the planner can size" in error.render()
 
     def test_deepseek_v3_without_q_lora_rank_takes_the_class_default(self) -> None:
         data = config_dict("deepseek-ai__DeepSeek-V3")
@@ -143,6 +151,8 @@ class TestFamilies:
         arch = imported("moonshotai__Kimi-K2-Instruct")
         assert arch.attention == "mla" and arch.num_attention_heads == 64
         assert (arch.num_experts, arch.dense_layers, arch.vocab_size) == (384, 1, 163_840)
+        # n_group 1: no group limit.
+        assert (arch.expert_groups, arch.expert_groups_per_token) == (1, 1)
 
     def test_glm_4_5_has_dense_first_layers_and_a_shared_expert(self) -> None:
         arch = imported("zai-org__GLM-4.5")
@@ -201,6 +211,7 @@ SHAPES = (
     "intermediate_size", "vocab_size", "tied_embeddings", "max_position_embeddings",
     "weight_dtype", "expert_weight_dtype", "attention", "kv_lora_rank", "qk_rope_head_dim",
     "q_lora_rank", "num_experts", "experts_per_token", "sliding_window_layers", "attention_sinks",
+    "dense_layers", "expert_groups", "expert_groups_per_token",
 )  # fmt: skip
 
 
