@@ -1,6 +1,6 @@
 """Calibration rows for DP+EP across nodes (wide EP), the regime issue 32 found with no
 published run in the set: DeepSeek-R1's decode on H200s at expert-parallel sizes of 32, 72 and
-96 (4, 9 and 12 nodes).
+96 (4, 9 and 12 nodes) and its prefill at 8, 16 and 32, and llm-d's EP-16 decode tables.
 
 Where they were read. The llm-d 0.3 release post ("Wide-EP Performance",
 https://llm-d.ai/blog/llm-d-v0.3-expanded-hardware-faster-perf-and-igw-ga; its figure
@@ -45,17 +45,22 @@ bandwidth (serving.plan.collectives.CROSS_NODE_ALLTOALL_EFFICIENCY). The same po
 earlier runs without DBO and without later kernel fixes reached about 1,500 tokens/s per GPU;
 that figure has no published setup and is not a row.
 
-Not rows: the same posts' prefill chart (prompt tokens/s per GPU at EP 8, 16 and 32 for 2,000
-input tokens and 1 output at an unbounded request rate: 6,514, 7,011 and 5,095 read off
-assets/figures/2025-12-17-large-scale-serving/prefill_throughput.png, its gridlines 112.75
-pixels per 2,000). Its runs state no token budget per step (the guide's prefill manifest sets
-none, and the only stored version of it, at 03da3b0, is a development branch with merge
-conflicts in it), and they ran DeepEP's high-throughput kernels, which send a token once per
-node over RDMA and forward it over NVLink (github.com/deepseek-ai/DeepEP, README), where the
-planner's all-to-all sends every expert's copy over the NIC, as the low-latency kernels do.
-Planned as a burst of their prompts (1,000 or 10,000 change it by under 0.1%), EP 16 reads 55%
-below its bar, 6% below with no all-to-all at all. They can be rows once that all-to-all is
-modelled. Anyscale's 2.4k tokens/s per H200 (Ray Serve LLM wide-EP post): its setup is not
+The same posts' prefill chart, "Prefill Throughput": prompt tokens/s per GPU at EP 8, 16 and 32
+for 2,000 input tokens and 1 output at an unbounded request rate, the prefill side of the same
+P/D deployments: 6,514, 7,011 and 5,095, read off
+assets/figures/2025-12-17-large-scale-serving/prefill_throughput.png (its gridlines 112.75
+pixels per 2,000, each bar to about 18 tokens/s). The prefill workers' flags are in the guide's
+prefill manifest (guides/wide-ep-lws/manifests/modelserver/base/prefill.yaml; its only stored
+version, 03da3b0, has a merge conflict in the image line alone): `--enable-expert-parallel`,
+DP over 8 GPUs a node at TP 1, `VLLM_ALL2ALL_BACKEND=deepep_high_throughput`, DeepGEMM, and no
+`--max-num-batched-tokens` or `--max-num-seqs`, so vLLM's defaults for an API server on a GPU of
+70 GiB or more: 8,192 tokens and 1,024 sequences a step (VLLM_HOPPER). A row is the replica's
+total tokens/s, prompt tokens/s per GPU x EP x 2,001 / 2,000, planned as a burst of 1,000
+prompts (the chart states none; 10,000 moves the estimate by under 0.1%) on DeepEP's
+high-throughput all-to-all (serving.plan.collectives). EP 8 sits on one node, so its row is a
+saturated MoE row, not a wide one.
+
+Not a row: Anyscale's 2.4k tokens/s per H200 (Ray Serve LLM wide-EP post), whose setup is not
 published with it.
 
 Later runs at EP 16 (2 nodes), from llm-d's own guides, each a table of one benchmark:
@@ -95,7 +100,8 @@ that much longer than the TPOT measured. The DP-supervisor runs publish no TTFT;
 first tokens waited too, their rows' steps run long by as much.
 
 The split follows calibration_set_regimes' rule, by runs, in the order each page prints them:
-fit, held, fit for the chart; fit, held for the DP-aware guide; fit for the later guide
+fit, held, fit for the decode chart, then held, fit, held for the prefill chart's runs, which
+continue the same page; fit, held for the DP-aware guide; fit for the later guide
 (tests/serving/plan/test_published_measurements.py checks it).
 """
 
@@ -147,11 +153,36 @@ def _decode(expert_parallel: int, tokens_per_s_per_gpu: float, part: Part) -> Ro
                          (2000, 2000), _ENGINE_ARGS, part)  # fmt: skip
 
 
+# The prefill workers' engine argument (the manifest's VLLM_ALL2ALL_BACKEND).
+_PREFILL_ARGS = {"all2all_backend": "deepep_high_throughput"}
+# Requests a prefill row is planned as (see the module's docstring).
+PREFILL_PROMPTS = 1000
+
+
+def _prefill(expert_parallel: int, prompt_tokens_per_s_per_gpu: float, part: Part) -> Row:
+    setup = (
+        f"DeepSeek-R1-0528 FP8 on CoreWeave H200s (InfiniBand ConnectX-7), the prefill side of "
+        f"P/D, DP+EP {expert_parallel} at TP 1 ({max(1, expert_parallel // 8)} nodes of 8), "
+        f"DeepEP high-throughput all-to-all; 2,000 in / 1 out at an unbounded rate; "
+        f"{prompt_tokens_per_s_per_gpu:,.0f} prompt tokens/s per GPU (read off the chart), as "
+        f"the replica's total tokens/s for a burst of {PREFILL_PROMPTS:,} prompts"
+    )
+    profile = _p("deepseek-v3", "h200-141gb", 1, workload=(2000, 1), max_model_len=_CONTEXT,
+                 engine_args=_PREFILL_ARGS, **VLLM_HOPPER)  # fmt: skip
+    profile["parallelism"] = {"tensor": 1, "data": expert_parallel, "expert": True}
+    total = prompt_tokens_per_s_per_gpu * expert_parallel * 2001 / 2000
+    return Row(WIDE_EP, setup, "total_tps", total, profile, part)
+
+
 WIDE_EP_ROWS: list[Row] = [
-    # In the chart's order.
+    # In the decode chart's order.
     _decode(32, 2180, "fit"),
     _decode(72, 2069, "held"),
     _decode(96, 1970, "fit"),
+    # Then the prefill chart's, in its order.
+    _prefill(8, 6514, "held"),
+    _prefill(16, 7011, "fit"),
+    _prefill(32, 5095, "held"),
 ]
 
 

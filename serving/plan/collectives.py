@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from serving.catalog import MachineType
 from serving.plan import fitted
+from serving.plan.expert_spread import gpus_touched, nodes_touched
 from serving.plan.memory import ACTIVATION_BYTES
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
@@ -51,6 +52,55 @@ def alltoall_bytes_per_rank(spec: ModelSpec, layout: Parallelism, tokens_per_ran
 # low-latency decode kernels 39-46 GB/s (github.com/deepseek-ai/DeepEP, README, "Performance").
 # The lower end, 43 of 50. Published only for RDMA; taken for GPUDirect-TCPX(O) too, unmeasured.
 CROSS_NODE_ALLTOALL_EFFICIENCY = 43 / 50
+# Share of NVLink's one-way bandwidth DeepEP's kernels reach: 153 GB/s dispatching among 8 H800s
+# (DeepEP, docs/legacy.md, "Normal kernels", intranode), whose NVLink moves 200 GB/s each way.
+NVLINK_ALLTOALL_EFFICIENCY = 153 / 200
+
+# vLLM's `all2all_backend` for DeepEP's high-throughput ("normal") kernels, which prefill runs.
+HIGH_THROUGHPUT = "deepep_high_throughput"
+# Block-FP8 checkpoints (DeepSeek's) dispatch FP8 with a float32 scale per 128 values
+# (DeepEPHTPrepareAndFinalize quantizes before it dispatches); the combine is in BF16.
+FP8_DISPATCH_BYTES_PER_VALUE = 1 + 4 / 128
+
+
+def _high_throughput_s(
+    spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens_per_rank: int
+) -> float:
+    """One MoE layer's dispatch and combine on DeepEP's high-throughput kernels. A token crosses
+    the network once to each other node holding any of its experts (RDMA), and reaches each GPU
+    holding any of them once over NVLink (forwarded there by the node it landed on); the combine
+    returns the same way, partial sums reduced inside each node first (DeepEP's README, "Normal
+    kernels with NVLink and RDMA forwarding"). The legs overlap: the slower paces it. Counts of
+    nodes and GPUs: serving.plan.expert_spread.
+
+    Against DeepEP's own table (H800, 400 Gb/s CX7 NICs, 4,096 tokens, top-8 of 256 experts,
+    FP8 dispatch), per token: at EP 16 NVLink paces it, 6.7 GPUs x 7,392 B / 153 GB/s = 323 ns
+    against the 344 ns its 43 GB/s over 2 nodes reads; at EP 32 the NIC, 3 remote nodes x 7,392 B
+    / 43 GB/s = 516 ns against 510 (4 nodes at 58 GB/s); at EP 64, 3.5 x 7,392 B / 43 GB/s =
+    602 ns against 580 (4 nodes at 51 GB/s). tests/serving/plan/test_planner_evidence.py works
+    these."""
+    arch = spec.architecture
+    ep = layout.expert_parallel_size
+    _, remote_nodes = nodes_touched(arch, ep, machine.gpus_per_node)
+    gpus = gpus_touched(arch, ep)
+    dispatch_value = (
+        FP8_DISPATCH_BYTES_PER_VALUE
+        if (arch.expert_weight_dtype or arch.weight_dtype) == "fp8"
+        else ACTIVATION_BYTES
+    )
+    nic = (
+        machine.network_bandwidth_bytes_per_s
+        / machine.gpus_per_node
+        * CROSS_NODE_ALLTOALL_EFFICIENCY
+    )
+    nvlink = spec.gpu.nvlink_bandwidth_bytes_per_s * NVLINK_ALLTOALL_EFFICIENCY
+    total = 0.0
+    for value_bytes in (dispatch_value, ACTIVATION_BYTES):
+        token_bytes = tokens_per_rank * arch.hidden_size * value_bytes
+        total += ALLTOALL_LATENCY_S + max(
+            token_bytes * remote_nodes / nic, token_bytes * gpus / nvlink
+        )
+    return total
 
 
 def alltoall_s(
@@ -70,6 +120,9 @@ def alltoall_s(
     ep = layout.expert_parallel_size
     if ep == 1 or layout.data == 1:
         return 0.0
+    layers = spec.architecture.moe_layers
+    if spec.engine_args.get("all2all_backend") == HIGH_THROUGHPUT:
+        return layers * _high_throughput_s(spec, machine, layout, tokens_per_rank)
     if ep <= machine.gpus_per_node:
         bandwidth = spec.gpu.nvlink_bandwidth_bytes_per_s
         one = (
@@ -85,7 +138,7 @@ def alltoall_s(
         remote_s = copies * (ep - machine.gpus_per_node) / ep / nic
         local_s = copies * (machine.gpus_per_node - 1) / ep / spec.gpu.nvlink_bandwidth_bytes_per_s
         one = ALLTOALL_LATENCY_S + max(remote_s, local_s)
-    return 2 * spec.architecture.num_layers * one
+    return 2 * layers * one
 
 
 def _pipeline_s(spec: ModelSpec, machine: MachineType, layout: Parallelism, tokens: int) -> float:

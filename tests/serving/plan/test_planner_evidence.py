@@ -4,12 +4,21 @@ throughput."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from planner_support import codes, spec
 
 from serving.catalog import MACHINE_TYPES
+from serving.catalog.models import ARCHITECTURES
 from serving.plan.accuracy import error_band
-from serving.plan.collectives import comm_s
+from serving.plan.collectives import (
+    CROSS_NODE_ALLTOALL_EFFICIENCY,
+    FP8_DISPATCH_BYTES_PER_VALUE,
+    NVLINK_ALLTOALL_EFFICIENCY,
+    comm_s,
+)
+from serving.plan.expert_spread import gpus_touched, nodes_touched
 from serving.plan.memory import RUNTIME_COMMUNICATION_BYTES
 from serving.plan.planner import (
     ALLTOALL_LATENCY_S,
@@ -36,11 +45,12 @@ class TestAllToAll:
         # 128 tokens x 8 experts x 7,168 hidden x 2 bytes, 7 of 8 ranks elsewhere
         assert alltoall_bytes_per_rank(deepseek, layout, 128) == 7 / 8 * 128 * 8 * 7168 * 2
         assert alltoall_bytes_per_rank(deepseek, layout, 128) == 12_845_056
-        # dispatch + combine on each of 61 layers, over one direction of NVLink (450 GB/s)
-        expected = 2 * 61 * (ALLTOALL_LATENCY_S + 12_845_056 / 450e9)
+        # dispatch + combine on each of the 58 MoE layers (61, the first 3 dense), over one
+        # direction of NVLink (450 GB/s)
+        expected = 2 * 58 * (ALLTOALL_LATENCY_S + 12_845_056 / 450e9)
         machine = MACHINE_TYPES["a3-ultragpu-8g"]
         assert alltoall_s(deepseek, machine, layout, 128) == pytest.approx(expected)
-        assert alltoall_s(deepseek, machine, layout, 128) == pytest.approx(8.36e-3, rel=1e-3)
+        assert alltoall_s(deepseek, machine, layout, 128) == pytest.approx(7.95e-3, rel=1e-3)
 
     def test_qwen3_30b_a3b_dp8_ep_message_is_the_ranks_own_tokens(self) -> None:
         qwen = spec(architecture="qwen3-30b-a3b", machine_type="a3-highgpu-8g",
@@ -57,19 +67,19 @@ class TestAllToAll:
         # 128 x 8 x 7,168 x 2 = 14,680,064 bytes of copies; 8 of 16 ranks sit on the other node,
         # so 7,340,032 bytes leave through this GPU's 400 Gb/s NIC (3,200 / 8) at DeepEP's
         # 43 of its 50 GB/s: 170.7 us; the 7 of 16 on its own node take 6,422,528 / 450e9 =
-        # 14.3 us of NVLink meanwhile. The slower paces it: (40 + 170.7) us, twice, 61 layers.
+        # 14.3 us of NVLink meanwhile. The slower paces it: (40 + 170.7) us, twice, 58 MoE layers.
         deepseek = spec(architecture="deepseek-v3", accelerator="h200-141gb",
                         machine_type="a3-ultragpu-8g",
                         parallelism={"tensor": 1, "data": 16, "expert": True})  # fmt: skip
         machine = MACHINE_TYPES["a3-ultragpu-8g"]
         remote_s = 7_340_032 / (3200e9 / 8 / 8 * 43 / 50)
         assert remote_s == pytest.approx(170.7e-6, rel=1e-3)
-        expected = 2 * 61 * (ALLTOALL_LATENCY_S + remote_s)
+        expected = 2 * 58 * (ALLTOALL_LATENCY_S + remote_s)
         assert alltoall_s(deepseek, machine, deepseek.parallelism, 128) == pytest.approx(expected)
         # A3 Mega's GPUDirect-TCPXO gives each GPU half of that NIC: the remote share takes twice
         mega = MACHINE_TYPES["a3-megagpu-8g"]
         h100 = deepseek.model_copy(update={"accelerator": "h100-80gb"})
-        slower = 2 * 61 * (ALLTOALL_LATENCY_S + 2 * remote_s)
+        slower = 2 * 58 * (ALLTOALL_LATENCY_S + 2 * remote_s)
         assert alltoall_s(h100, mega, deepseek.parallelism, 128) == pytest.approx(slower)
 
     def test_experts_sharded_over_tensor_parallel_ranks_ride_the_all_reduce(self) -> None:
@@ -95,6 +105,76 @@ class TestAllToAll:
         # only the share sent elsewhere grows (1/2 -> 7/8), not the tokens
         ratio = alltoall_bytes_per_rank(qwen, dp8, 64) / alltoall_bytes_per_rank(qwen, dp2, 64)
         assert ratio == pytest.approx((7 / 8) / (1 / 2))
+
+
+class TestHighThroughputAllToAll:
+    """DeepEP's high-throughput kernels (all2all_backend deepep_high_throughput): a token goes
+    once to each node, and once to each GPU, that holds any of its experts."""
+
+    def test_deepseek_v3s_groups_decide_the_nodes_a_token_reaches(self) -> None:
+        deepseek = ARCHITECTURES["deepseek-v3"]
+        # EP 8: each GPU holds one of the 8 groups of 32; a token's experts come from 4 groups.
+        assert gpus_touched(deepseek, 8) == pytest.approx(4.0)
+        # EP 16 on two nodes of 8: each node holds 4 groups, and a token misses one only when
+        # its 4 groups are all the other node's, 1 choice of C(8, 4) = 70.
+        reached, remote = nodes_touched(deepseek, 16, 8)
+        assert reached == pytest.approx(2 * 69 / 70)
+        assert remote == pytest.approx(69 / 70)
+        # EP 32 on four nodes of 2 groups each: a node is missed when none of its 2 groups is
+        # among the 4, C(6, 4) = 15 of 70; a sender's own node is one of those reached.
+        reached, remote = nodes_touched(deepseek, 32, 8)
+        assert reached == pytest.approx(4 * 55 / 70)
+        assert remote == pytest.approx(3 * 55 / 70)
+
+    def test_without_groups_a_gpu_is_missed_by_every_one_of_the_picks(self) -> None:
+        qwen = ARCHITECTURES["qwen3-235b-a22b"]  # 128 experts, 8 a token, no groups
+        # EP 16: a GPU holds 8 experts; all 8 picks miss them with C(120, 8) / C(128, 8)
+        missed = math.comb(120, 8) / math.comb(128, 8)
+        assert gpus_touched(qwen, 16) == pytest.approx(16 * (1 - missed))
+
+    @pytest.mark.parametrize(
+        ("ep", "measured_gb_s"), [(16, 43), (32, 58), (64, 51)]
+    )  # fmt: skip
+    def test_deepeps_own_internode_table(self, ep: int, measured_gb_s: float) -> None:
+        """DeepEP's high-throughput dispatch on H800s (NVLink 200 GB/s a direction, one 400 Gb/s
+        CX7 NIC, 50 GB/s, a GPU; docs/legacy.md, "Normal kernels"): 4,096 tokens, top-8 of 256
+        experts after picking min(nodes, 4) node-groups, FP8 dispatch. Its "bottleneck
+        bandwidth" counts a token once per node it reaches, the sender's own included. The
+        model's time per token, the slower of the NIC and NVLink legs, lands within 7%."""
+        nodes = ep // 8
+        routing = ARCHITECTURES["deepseek-v3"].model_copy(
+            update={"expert_groups": nodes, "expert_groups_per_token": min(nodes, 4)}
+        )
+        token = 7168 * FP8_DISPATCH_BYTES_PER_VALUE  # 7,168 FP8 values and 56 float32 scales
+        assert token == 7392
+        reached, remote = nodes_touched(routing, ep, 8)
+        nic_s = remote * token / (50e9 * CROSS_NODE_ALLTOALL_EFFICIENCY)
+        nvlink_s = gpus_touched(routing, ep) * token / (200e9 * NVLINK_ALLTOALL_EFFICIENCY)
+        measured_s = reached * token / (measured_gb_s * 1e9)
+        assert max(nic_s, nvlink_s) == pytest.approx(measured_s, rel=0.07)
+
+    def test_deepseek_v3_prefill_at_ep16_on_a3_ultra(self) -> None:
+        # 8,192 tokens a rank over two a3-ultragpu-8g nodes (400 Gb/s a GPU, 43 of 50 GB/s; NVLink
+        # 450 GB/s at 153/200): FP8 dispatch, 8,192 x 7,392 B to 69/70 of a remote node =
+        # 1.388 ms on the NIC against 6.07 GPUs' worth, 1.067 ms, on NVLink; the BF16 combine
+        # 7,168 x 2 B a token, 2.692 ms. 58 MoE layers of (40 us + 1.388 ms + 40 us + 2.692 ms).
+        deepseek = spec(architecture="deepseek-v3", accelerator="h200-141gb",
+                        machine_type="a3-ultragpu-8g",
+                        parallelism={"tensor": 1, "data": 16, "expert": True},
+                        engine_args={"all2all_backend": "deepep_high_throughput"})  # fmt: skip
+        machine = MACHINE_TYPES["a3-ultragpu-8g"]
+        nic = 3200e9 / 8 / 8 * 43 / 50
+        dispatch_s = 8192 * 7392 * (69 / 70) / nic
+        combine_s = 8192 * 7168 * 2 * (69 / 70) / nic
+        assert dispatch_s == pytest.approx(1.388e-3, rel=1e-3)
+        assert combine_s == pytest.approx(2.692e-3, rel=1e-3)
+        nvlink_s = 8192 * 7392 * gpus_touched(deepseek.architecture, 16) / (450e9 * 153 / 200)
+        assert nvlink_s == pytest.approx(1.067e-3, rel=1e-3)
+        expected = 58 * (2 * ALLTOALL_LATENCY_S + dispatch_s + combine_s)
+        assert alltoall_s(deepseek, machine, deepseek.parallelism, 8192) == pytest.approx(expected)
+        # The low-latency kernels' model sends each of the 8 experts' copies on its own: more.
+        low_latency = deepseek.model_copy(update={"engine_args": {}})
+        assert alltoall_s(low_latency, machine, deepseek.parallelism, 8192) > 1.5 * expected
 
 
 class TestPublishedMemory:
