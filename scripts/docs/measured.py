@@ -319,7 +319,7 @@ def lora_bench_ratios() -> str:
             "adapter-aware adapter loads per request",
             "power of two adapter loads per request",
             "adapter-aware/power of two, requests/s",
-            "adapter-aware/power of two, TTFT p50",
+            "adapter-aware/power of two, TTFT mean",
             "adapter-aware/power of two, TTFT p99",
         )
     )

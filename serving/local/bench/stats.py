@@ -4,6 +4,7 @@ ratios between configurations."""
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -53,6 +54,11 @@ class Percentiles(Frozen):
     p90: float | None = Field(description="None with fewer than 10 samples: see `max`.")
     p99: float | None = Field(description="None with fewer than 100 samples: see `max`.")
     max: float | None = None
+    mean: float | None = Field(
+        default=None,
+        description="The mean (None in reports written before it was kept): steadier than the "
+        "p50 where the samples fall in two groups of about the same size.",
+    )
     samples: int | None = Field(
         default=None, description="Values behind the figures (None in reports written before)."
     )
@@ -141,7 +147,7 @@ def percentiles(values: Sequence[float]) -> Percentiles:
 
     return Percentiles(
         p50=at("p50", 0.5), p90=at("p90", 0.9), p99=at("p99", 0.99),
-        max=ordered[-1], samples=len(ordered),
+        max=ordered[-1], mean=statistics.fmean(ordered), samples=len(ordered),
     )  # fmt: skip
 
 
@@ -247,7 +253,10 @@ def simulated_pairs() -> dict[str, Pair]:
     aware, blind = (ADAPTER_AWARE, ADAPTER_WORKLOAD), (on, ADAPTER_WORKLOAD)
     name = f"{ADAPTER_WORKLOAD}: adapter-aware/power of two"
     pairs[f"{name}, requests/s"] = Pair(aware, blind)
-    pairs[f"{name}, TTFT p50"] = Pair(aware, blind, "ttft_s.p50")
+    # The mean, not the p50: about half of power of two's requests wait for an adapter load
+    # and half do not, so its median falls between the two groups, in one or the other from one
+    # repetition to the next (243 to 720 ms in the committed rerun).
+    pairs[f"{name}, TTFT mean"] = Pair(aware, blind, "ttft_s.mean")
     pairs[f"{name}, TTFT p99"] = Pair(aware, blind, "ttft_s.p99_or_max")
     return pairs
 

@@ -85,6 +85,18 @@ def test_p99_needs_a_hundred_samples_else_the_maximum_is_shown_and_called_that()
     assert percentiles([1.0] * 9).p90 is None
 
 
+def test_two_groups_of_about_half_move_the_median_across_and_the_mean_little() -> None:
+    """About half of power of two's LoRA requests wait for an adapter load: one request more
+    or less in the slow group moves the p50 from one group to the other, the mean by 1/100 of
+    the gap, which is why the LoRA ratio compares means."""
+    fast, slow = [0.1] * 50, [0.7] * 50
+    fewer_slow = percentiles([*fast, 0.1, *slow[1:]])
+    more_slow = percentiles([*fast[1:], 0.7, *slow])
+    assert (fewer_slow.p50, more_slow.p50) == (0.1, 0.7)
+    assert fewer_slow.mean == pytest.approx(0.394)
+    assert more_slow.mean == pytest.approx(0.406)
+
+
 def test_a_latency_ratio_reads_the_named_percentile_or_the_maximum_short_of_samples() -> None:
     on, off = _report(ON, 10.0, 0), _report(OFF, 5.0, 0)
     on = on.model_copy(update={"itl_s": percentiles([0.001] * 50 + [0.004])})
