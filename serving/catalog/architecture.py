@@ -155,10 +155,8 @@ class Architecture(StrictFrozen):
             raise ValueError("sliding_window_layers cannot exceed num_layers")
         if self.dense_layers and (not self.is_moe or self.dense_layers >= self.num_layers):
             raise ValueError("dense_layers is for MoE models and must leave a layer with experts")
-        if self.expert_groups > 1 and (
-            not self.is_moe
-            or self.num_experts % self.expert_groups
-            or self.expert_groups_per_token > self.expert_groups
+        if self.expert_groups_per_token > self.expert_groups or (
+            self.expert_groups > 1 and (not self.is_moe or self.num_experts % self.expert_groups)
         ):
             raise ValueError(
                 "expert_groups must divide num_experts of a MoE model, and "

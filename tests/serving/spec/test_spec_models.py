@@ -16,6 +16,7 @@ from spec_support import (
     the_problem,
 )
 
+from serving import catalog
 from serving.errors import ProfileValidationError, ServestackError
 from serving.plan import planner
 from serving.spec.loading import load_profile
@@ -78,6 +79,21 @@ class TestInlineArchitecture:
         )
         assert error.field == "max_model_len"
         assert "my-llama's 8,192 positions" in error.problem
+
+    @pytest.mark.parametrize(
+        ("groups", "per_token"), [(1, 4), (8, 9), (3, 1)]
+    )  # fmt: skip
+    def test_routing_groups_a_token_cannot_pick_from_are_refused(
+        self, groups: int, per_token: int
+    ) -> None:
+        # More groups a token than there are, or groups that do not split DeepSeek's 256
+        # experts evenly: the planner could not say where a token's experts sit.
+        deepseek = catalog.ARCHITECTURES["deepseek-v3"].model_dump()
+        deepseek.update(key="my-deepseek", hf_repo=None, expert_groups=groups,
+                        expert_groups_per_token=per_token)  # fmt: skip
+        error = the_problem(architecture=deepseek)
+        assert error.field == "architecture"
+        assert "expert_groups" in error.problem
 
     def test_inline_architecture_missing_fields_names_each_of_them(self) -> None:
         found = problems(profile(architecture={"total_params": 8e9, "active_params": 8e9}))
