@@ -128,6 +128,17 @@ BATCH_PER_RANK = 256
 _ENGINE_ARGS = {"enable_dbo": True, "all2all_backend": "deepep_low_latency"}
 
 
+def _dp_ep_profile(
+    ranks: int, lengths: tuple[int, int], engine_args: dict[str, Any], context: int = _CONTEXT,
+    **serving: int,
+) -> dict[str, Any]:  # fmt: skip
+    """DeepSeek-R1 on `ranks` H200s at DP = EP, TP 1, vLLM's Hopper defaults."""
+    profile = _p("deepseek-v3", "h200-141gb", 1, workload=lengths, max_model_len=context,
+                 engine_args=engine_args, **(VLLM_HOPPER | serving))  # fmt: skip
+    profile["parallelism"] = {"tensor": 1, "data": ranks, "expert": True}
+    return profile
+
+
 def _dp_ep_decode(
     source: str, setup: str, ranks: int, batch: int, tokens_per_s_per_gpu: float,
     lengths: tuple[int, int], engine_args: dict[str, Any], part: Part,
@@ -135,9 +146,7 @@ def _dp_ep_decode(
 ) -> Row:  # fmt: skip
     """DeepSeek-R1 decoding on `ranks` H200s at DP = EP, TP 1, `batch` requests a rank: a row
     at the mean decode step, batch / (output tokens/s per GPU)."""
-    profile = _p("deepseek-v3", "h200-141gb", 1, workload=lengths, max_model_len=context,
-                 engine_args=engine_args, **(VLLM_HOPPER | serving))  # fmt: skip
-    profile["parallelism"] = {"tensor": 1, "data": ranks, "expert": True}
+    profile = _dp_ep_profile(ranks, lengths, engine_args, context, **serving)
     step_ms = 1e3 * batch / tokens_per_s_per_gpu
     return Row(source, setup, "tpot", step_ms, profile, part, batch=batch)
 
@@ -167,9 +176,7 @@ def _prefill(expert_parallel: int, prompt_tokens_per_s_per_gpu: float, part: Par
         f"{prompt_tokens_per_s_per_gpu:,.0f} prompt tokens/s per GPU (read off the chart), as "
         f"the replica's total tokens/s for a burst of {PREFILL_PROMPTS:,} prompts"
     )
-    profile = _p("deepseek-v3", "h200-141gb", 1, workload=(2000, 1), max_model_len=_CONTEXT,
-                 engine_args=_PREFILL_ARGS, **VLLM_HOPPER)  # fmt: skip
-    profile["parallelism"] = {"tensor": 1, "data": expert_parallel, "expert": True}
+    profile = _dp_ep_profile(expert_parallel, (2000, 1), _PREFILL_ARGS)
     total = prompt_tokens_per_s_per_gpu * expert_parallel * 2001 / 2000
     return Row(WIDE_EP, setup, "total_tps", total, profile, part)
 

@@ -52,6 +52,17 @@ def alltoall_bytes_per_rank(spec: ModelSpec, layout: Parallelism, tokens_per_ran
 # low-latency decode kernels 39-46 GB/s (github.com/deepseek-ai/DeepEP, README, "Performance").
 # The lower end, 43 of 50. Published only for RDMA; taken for GPUDirect-TCPX(O) too, unmeasured.
 CROSS_NODE_ALLTOALL_EFFICIENCY = 43 / 50
+
+
+def _nic_alltoall_bandwidth(machine: MachineType) -> float:
+    """What one GPU's share of the node's GPU NICs moves in an expert-parallel all-to-all."""
+    return (
+        machine.network_bandwidth_bytes_per_s
+        / machine.gpus_per_node
+        * CROSS_NODE_ALLTOALL_EFFICIENCY
+    )
+
+
 # Share of NVLink's one-way bandwidth DeepEP's kernels reach: 153 GB/s dispatching among 8 H800s
 # (DeepEP, docs/legacy.md, "Normal kernels", intranode), whose NVLink moves 200 GB/s each way.
 NVLINK_ALLTOALL_EFFICIENCY = 153 / 200
@@ -84,15 +95,9 @@ def _high_throughput_s(
     _, remote_nodes = nodes_touched(arch, ep, machine.gpus_per_node)
     gpus = gpus_touched(arch, ep)
     dispatch_value = (
-        FP8_DISPATCH_BYTES_PER_VALUE
-        if (arch.expert_weight_dtype or arch.weight_dtype) == "fp8"
-        else ACTIVATION_BYTES
+        FP8_DISPATCH_BYTES_PER_VALUE if spec.expert_weights_dtype == "fp8" else ACTIVATION_BYTES
     )
-    nic = (
-        machine.network_bandwidth_bytes_per_s
-        / machine.gpus_per_node
-        * CROSS_NODE_ALLTOALL_EFFICIENCY
-    )
+    nic = _nic_alltoall_bandwidth(machine)
     nvlink = spec.gpu.nvlink_bandwidth_bytes_per_s * NVLINK_ALLTOALL_EFFICIENCY
     total = 0.0
     for value_bytes in (dispatch_value, ACTIVATION_BYTES):
@@ -130,11 +135,7 @@ def alltoall_s(
         )
     else:
         copies = alltoall_bytes_per_rank(spec, layout, tokens_per_rank) * ep / (ep - 1)
-        nic = (
-            machine.network_bandwidth_bytes_per_s
-            / machine.gpus_per_node
-            * CROSS_NODE_ALLTOALL_EFFICIENCY
-        )
+        nic = _nic_alltoall_bandwidth(machine)
         remote_s = copies * (ep - machine.gpus_per_node) / ep / nic
         local_s = copies * (machine.gpus_per_node - 1) / ep / spec.gpu.nvlink_bandwidth_bytes_per_s
         one = ALLTOALL_LATENCY_S + max(remote_s, local_s)
