@@ -221,5 +221,11 @@ def print_bench(
     for report in reports:
         for error in report.errors:
             console.print(f"[red]{report.variant} {report.workload}: {error}[/red]")
+        if report.engine_metrics_missing:
+            # The engine's columns read "—" for this repetition; here is why.
+            console.print(
+                f"[yellow]{report.variant} {report.workload}, repetition {report.repetition + 1}:"
+                f" no engine figures: {report.engine_metrics_missing}[/yellow]", highlight=False,
+            )  # fmt: skip
     for name, figure in ratios.items():
         console.print(f"{name}: [bold]{spread_text(name, figure)}[/bold]", highlight=False)

@@ -60,7 +60,7 @@ def _held(rerun_in_run: bool, run_in_rerun: bool) -> str:
 def rerun_table(first: Run, second: Run) -> str:
     """The figures both runs publish, side by side, each with whether it reproduced."""
     from infra.cli.bench_report import spread_text
-    from serving.local.bench.repeats import within
+    from serving.local.bench.repeats import rerun_inside, within
 
     (doc_a, figures_a), (doc_b, figures_b) = first, second
     if doc_a["command"].split(" --out ")[0] != doc_b["command"].split(" --out ")[0]:
@@ -79,9 +79,16 @@ def rerun_table(first: Run, second: Run) -> str:
         a_text, b_text = spread_text(name, a, 3), spread_text(name, b, 3)
         rows.append(f"| {name} | {a_text} | {b_text} | {held} |")
     loads = [d["machine"]["load_before"][0] for d in (doc_a, doc_b)]
+    n = doc_a["repetitions"]
+    inside = rerun_inside(n)
     rows += [
         "",
         f"Load average over the last minute as each began: {loads[0]} (run), {loads[1]} (rerun).",
+        "",
+        f"Were every repetition of both runs an independent draw of one distribution, a rerun's "
+        f"median would lie inside the run's min–max {inside:.0%} of the time at {n} "
+        f"repetitions (`serving/local/bench/repeats.py`, `rerun_inside`), and {1 - inside:.0%} "
+        "of figures would miss it by chance alone.",
     ]
     return "\n".join(rows)
 

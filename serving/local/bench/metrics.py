@@ -64,17 +64,33 @@ def finished(snapshot: top.Snapshot, model: str) -> float:
     return counted(snapshot, engine_metric("vllm:request_success"), model) or 0.0
 
 
-def settled(urls: Sequence[str], model: str, at_least: int) -> top.Snapshot | None:
+def settled(urls: Sequence[str], model: str, at_least: int) -> top.Snapshot | str:
     """A scrape once the engine's metrics count `at_least` finished requests: Ray exports what
-    its processes pushed, so requests just answered may not show yet. None if they never do."""
+    its processes pushed, so requests just answered may not show yet. If they never do within
+    `SETTLE_TIMEOUT_S`, why not, in words: the last scrape's count, or why it failed."""
 
-    def counts_them(snapshot: top.Snapshot) -> bool:
-        return finished(snapshot, model) >= at_least
+    def read() -> top.Snapshot | str:
+        try:
+            return top.snapshot(urls)
+        except top.SCRAPE_ERRORS as exc:
+            return f"the last scrape of Ray's metrics {top.unreachable(exc)}"
 
-    snapshot = top.patiently(
-        lambda: top.snapshot(urls), counts_them, SETTLE_TIMEOUT_S, SETTLE_POLL_S
+    def counts_them(reading: top.Snapshot | str) -> bool:
+        return not isinstance(reading, str) and finished(reading, model) >= at_least
+
+    last = top.patiently(read, counts_them, SETTLE_TIMEOUT_S, SETTLE_POLL_S)
+    if last is not None and counts_them(last):
+        assert not isinstance(last, str)
+        return last
+    if last is None:
+        return "no scrape was made"
+    if isinstance(last, str):
+        return f"{last}, {SETTLE_TIMEOUT_S:.0f} s on"
+    count = finished(last, model)
+    return (
+        f"the engine's counter showed {count:.0f} of {at_least} finished requests, "
+        f"{SETTLE_TIMEOUT_S:.0f} s on"
     )
-    return snapshot if snapshot is not None and counts_them(snapshot) else None
 
 
 def engine_figures(before: top.Snapshot, after: top.Snapshot, model: str) -> EngineFigures | None:
@@ -96,10 +112,14 @@ def engine_figures(before: top.Snapshot, after: top.Snapshot, model: str) -> Eng
 
 
 def figures_after(
-    urls: Sequence[str], model: str, before: top.Snapshot | None, answered: int
-) -> EngineFigures | None:
-    """The engine's figures from `before` to once it counts the `answered` requests more."""
-    if before is None:
-        return None
+    urls: Sequence[str], model: str, before: top.Snapshot | str, answered: int
+) -> EngineFigures | str:
+    """The engine's figures from `before` to once it counts the `answered` requests more; where
+    there are none, why not."""
+    if isinstance(before, str):
+        return f"before the load, {before}"
     after = settled(urls, model, round(finished(before, model)) + answered)
-    return None if after is None else engine_figures(before, after, model)
+    if isinstance(after, str):
+        return f"after the load, {after}"
+    figures = engine_figures(before, after, model)
+    return figures if figures is not None else f"no engine figures for {model} in the scrapes"

@@ -382,8 +382,16 @@ def _workload(
             endpoint, build_requests(workload, spec.name), workload.concurrency,
             progress.request_done,
         )  # fmt: skip
-        figures = figures_after(urls, spec.name, before, sum(r.ok for r in load.results))
+        # A bare vLLM server has no Ray metrics: no figures, and nothing missing.
+        figures = (
+            figures_after(urls, spec.name, before, sum(r.ok for r in load.results))
+            if before is not None else None
+        )  # fmt: skip
         progress.stopping()
     progress.stopped()
-    report = summarize(variant.name, name, load.results, load.duration_s, replicas, figures)
-    return report.model_copy(update={"load_generator": load.isolation})
+    engine_figures = None if isinstance(figures, str) else figures
+    report = summarize(variant.name, name, load.results, load.duration_s, replicas, engine_figures)
+    missing = figures if isinstance(figures, str) else None
+    return report.model_copy(
+        update={"load_generator": load.isolation, "engine_metrics_missing": missing}
+    )

@@ -109,6 +109,11 @@ class WorkloadReport(Frozen):
         "kept apart from cache_hit_rate, which then came from usage).",
     )
     engine_metrics: EngineFigures | None = None
+    engine_metrics_missing: str | None = Field(
+        default=None,
+        description="Why the engine's figures are missing where a run should have them (its "
+        "metrics endpoint silent, or its counters short of the requests answered).",
+    )
     requests_per_replica: dict[str, int]
     busiest_over_idlest: float | None = Field(
         description="Requests on the busiest replica over those on the idlest; None when some "

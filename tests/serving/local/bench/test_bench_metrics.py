@@ -29,12 +29,12 @@ def test_a_timed_out_scrape_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(bench_metrics.top, "snapshot", scrape)
     monkeypatch.setattr(bench_metrics, "SETTLE_POLL_S", 0.0)
     snapshot = bench_metrics.settled(["http://127.0.0.1:1/metrics"], MODEL, at_least=3)
-    assert snapshot is not None
+    assert isinstance(snapshot, top.Snapshot)
     assert bench_metrics.finished(snapshot, MODEL) == 3
     assert answers == []
 
 
-def test_scrapes_that_never_answer_end_at_the_deadline_with_none(
+def test_scrapes_that_never_answer_end_at_the_deadline_saying_why(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def scrape(urls: object) -> top.Snapshot:
@@ -43,4 +43,18 @@ def test_scrapes_that_never_answer_end_at_the_deadline_with_none(
     monkeypatch.setattr(bench_metrics.top, "snapshot", scrape)
     monkeypatch.setattr(bench_metrics, "SETTLE_POLL_S", 0.0)
     monkeypatch.setattr(bench_metrics, "SETTLE_TIMEOUT_S", 0.05)
-    assert bench_metrics.settled(["http://127.0.0.1:1/metrics"], MODEL, at_least=1) is None
+    why = bench_metrics.settled(["http://127.0.0.1:1/metrics"], MODEL, at_least=1)
+    assert why == "the last scrape of Ray's metrics connected but sent no answer in time, 0 s on"
+
+
+def test_counters_short_of_the_answered_requests_say_how_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scrape that answers but counts fewer finished requests than the load answered is not
+    taken: its difference would be another load's figures. The figures say so, and by how many."""
+    monkeypatch.setattr(bench_metrics.top, "snapshot", lambda urls: finished_snapshot(7))
+    monkeypatch.setattr(bench_metrics, "SETTLE_POLL_S", 0.0)
+    monkeypatch.setattr(bench_metrics, "SETTLE_TIMEOUT_S", 0.05)
+    why = bench_metrics.figures_after(["u"], MODEL, finished_snapshot(4), answered=5)
+    assert why == "after the load, the engine's counter showed 7 of 9 finished requests, 0 s on"
+    assert bench_metrics.figures_after(["u"], MODEL, "x", answered=5) == "before the load, x"
