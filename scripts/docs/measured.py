@@ -20,6 +20,8 @@ DEFAULT_BENCH = "results/bench/default/bench.json"
 ROUTING_BENCH = "results/bench/routing/bench.json"
 VLLM_BENCH = "results/bench/vllm/bench.json"
 PRECISE_BENCH = "results/bench/precise/bench.json"
+# The same command at nine repetitions, on another day's machine (the page's section on it).
+PRECISE_NINE_BENCH = "results/bench/precise-9/bench.json"
 PREVIEW_TIMING = "results/preview/timing.json"
 CAPACITY_BENCH = "results/bench/capacity/capacity.json"
 LORA_BENCH = "results/bench/lora/bench.json"
@@ -246,7 +248,7 @@ def precise_bench_console() -> str:
     return bench_console(PRECISE_BENCH, headers)
 
 
-def precise_bench_ratios() -> str:
+def precise_bench_ratios(path: str = PRECISE_BENCH) -> str:
     from serving.local.bench.prefix import LOST, NEW_HOME
 
     rows = (
@@ -272,7 +274,7 @@ def precise_bench_ratios() -> str:
         ("ideal placement/power of two, requests/s (fitted below: any router's bound)",
          "{w}: ideal placement/power of two, requests/s (fitted)"),
     )  # fmt: skip
-    return bench_ratios_table(PRECISE_BENCH, SHARED_PROMPTS, rows)
+    return bench_ratios_table(path, SHARED_PROMPTS, rows)
 
 
 def precise_bench_bound() -> str:
@@ -371,6 +373,7 @@ REGIONS: dict[str, Maker] = {
     "vllm-bench-ratios": anywhere(vllm_bench_ratios),
     "precise-bench": anywhere(precise_bench_console),
     "precise-bench-ratios": anywhere(precise_bench_ratios),
+    "precise-bench-nine-ratios": anywhere(lambda: precise_bench_ratios(PRECISE_NINE_BENCH)),
     "precise-bench-bound": anywhere(precise_bench_bound),
     "capacity-bench": anywhere(capacity_bench),
     "capacity-bench-ratios": anywhere(capacity_bench_ratios),
