@@ -79,13 +79,12 @@ def settled(urls: Sequence[str], model: str, at_least: int) -> top.Snapshot | st
         return not isinstance(reading, str) and finished(reading, model) >= at_least
 
     last = top.patiently(read, counts_them, SETTLE_TIMEOUT_S, SETTLE_POLL_S)
-    if last is not None and counts_them(last):
-        assert not isinstance(last, str)
-        return last
     if last is None:
         return "no scrape was made"
     if isinstance(last, str):
         return f"{last}, {SETTLE_TIMEOUT_S:.0f} s on"
+    if counts_them(last):
+        return last
     count = finished(last, model)
     return (
         f"the engine's counter showed {count:.0f} of {at_least} finished requests, "
