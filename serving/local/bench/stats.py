@@ -260,7 +260,7 @@ def simulated_pairs() -> dict[str, Pair]:
     pairs[f"{name}, requests/s"] = Pair(aware, blind)
     # The mean, not the p50: about half of power of two's requests wait for an adapter load
     # and half do not, so its median falls between the two groups, in one or the other from one
-    # repetition to the next (243 to 720 ms in the committed rerun).
+    # repetition to the next (243 to 720 ms in an earlier five-repetition run).
     pairs[f"{name}, TTFT mean"] = Pair(aware, blind, "ttft_s.mean")
     pairs[f"{name}, TTFT p99"] = Pair(aware, blind, "ttft_s.p99_or_max")
     return pairs
