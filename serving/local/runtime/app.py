@@ -36,7 +36,7 @@ from serving.catalog.environment import (
     VLLM_NO_USAGE_STATS,
 )
 from serving.compile.compiler import CompiledModel
-from serving.compile.patterns import llm_configs_of
+from serving.compile.patterns import BUILD_OPENAI_APP, llm_configs_of
 from serving.local.engine.cpu_binding import ENGINE_SLOTS, bound_server, omp_binding
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.engine.tiny_models import Family
@@ -147,19 +147,22 @@ def local_application(
 
 def engine_count(config: dict[str, Any]) -> int:
     """The engines one LLMConfig's deployment starts with: its replicas (autoscaling's initial,
-    else its least, at least one) times its data-parallel ranks. Replicas scaled up past it share
-    CPUs with the first (`cpu_binding.slot_binding` wraps)."""
+    else its least, at least one). Replicas scaled up past it share CPUs with the first
+    (`cpu_binding.slot_binding` wraps)."""
     deployment = config.get("deployment_config", {})
     autoscaling = deployment.get("autoscaling_config") or {}
     replicas = autoscaling.get("initial_replicas") or autoscaling.get("min_replicas")
-    replicas = max(int(replicas or deployment.get("num_replicas", 1)), 1)
-    return replicas * int(config["engine_kwargs"].get("data_parallel_size", 1))
+    return max(int(replicas or deployment.get("num_replicas", 1)), 1)
 
 
 def give_engines_own_cpus(app: dict[str, Any]) -> None:
     """With several engines, each LLMConfig's replicas bind their engines to CPUs of their own
     (`serving.local.engine.cpu_binding`): its first slot and the count in its runtime_env, its
-    server the local counterpart that reads them. One engine keeps vLLM's automatic binding."""
+    server the local counterpart that reads them. One engine keeps vLLM's automatic binding, and
+    so do the prefill/decode and data-parallel patterns: their builders construct Ray's own
+    server classes (PDPrefillServer, DPServer) and take none from the LLMConfig."""
+    if app["import_path"] != BUILD_OPENAI_APP:
+        return
     configs = [config for _, config in llm_configs_of(app["args"])]
     counts = [engine_count(config) for config in configs]
     total = sum(counts)

@@ -13,13 +13,17 @@ goes to the other."""
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import ray
 from compiled_support import compile_spec
 from repo import REPO
 
@@ -297,6 +301,17 @@ def travel_by_value() -> None:
 
 
 SYSTEM = " ".join(f"s{i}" for i in range(600))
+# vLLM's engine core logs the CPUs it binds each rank's threads to (ompmultiprocessing.py).
+CORE_IDS = re.compile(r"local_rank=\d+, core ids=(\[[\d, ]*\])")
+
+
+def engines_cores(session: Path) -> list[str]:
+    """The CPUs each engine of this Ray session bound its threads to, from its logs."""
+    return sorted(
+        match.group(1)
+        for log in (session / "logs").glob("worker-*")
+        for match in CORE_IDS.finditer(log.read_text(errors="replace"))
+    )
 
 
 @pytest.mark.timeout(1500)
@@ -310,6 +325,12 @@ def test_a_cleared_cache_stops_drawing_its_prompt_within_one_stats_period(engine
     with local_serve(spec, settings, engine=engine) as running:
         run = Served(engine, settings, running.endpoint)
         assert len(run.actors) == 2, run.actors
+        if engine == "vllm" and len(os.sched_getaffinity(0)) >= 2:
+            # Each replica's engine on a core of its own, not both on vLLM's automatic core 0.
+            node = ray._private.worker._global_node
+            assert node is not None
+            cores = engines_cores(Path(node.get_session_dir_path()))
+            assert len(cores) == 2 and len(set(cores)) == 2, cores
         warm = body(SYSTEM, "warm", spec.name)
         for replica in run.actors:
             run.direct(replica, warm)
