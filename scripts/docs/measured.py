@@ -1,7 +1,7 @@
 """The measured runs' tables, read from the committed reports under results/: the fault run
 (results/faults/faults.json, written by `servestack faults`) and the bench runs (the simulated
 engine's results/bench/default/ and results/bench/routing/, the real engine's
-results/bench/vllm/ and results/bench/precise/, the LoRA run's results/bench/lora/: each
+results/bench/vllm/ and results/bench/precise-cores/, the LoRA run's results/bench/lora/: each
 bench.json, written by `servestack bench`),
 rendered by the commands' own table code, their ratios recomputed from the reports by the
 bench's code."""
@@ -19,9 +19,8 @@ FAULT_RUN = "results/faults/faults.json"
 DEFAULT_BENCH = "results/bench/default/bench.json"
 ROUTING_BENCH = "results/bench/routing/bench.json"
 VLLM_BENCH = "results/bench/vllm/bench.json"
-PRECISE_BENCH = "results/bench/precise/bench.json"
-# The same command at nine repetitions, on another day's machine (the page's section on it).
-PRECISE_NINE_BENCH = "results/bench/precise-9/bench.json"
+# Each replica's engine on a core of its own (serving.local.engine.cpu_binding).
+PRECISE_BENCH = "results/bench/precise-cores/bench.json"
 PREVIEW_TIMING = "results/preview/timing.json"
 CAPACITY_BENCH = "results/bench/capacity/capacity.json"
 LORA_BENCH = "results/bench/lora/bench.json"
@@ -248,7 +247,7 @@ def precise_bench_console() -> str:
     return bench_console(PRECISE_BENCH, headers)
 
 
-def precise_bench_ratios(path: str = PRECISE_BENCH) -> str:
+def precise_bench_ratios() -> str:
     from serving.local.bench.prefix import LOST, NEW_HOME
 
     rows = (
@@ -274,7 +273,7 @@ def precise_bench_ratios(path: str = PRECISE_BENCH) -> str:
         ("ideal placement/power of two, requests/s (fitted below: any router's bound)",
          "{w}: ideal placement/power of two, requests/s (fitted)"),
     )  # fmt: skip
-    return bench_ratios_table(path, SHARED_PROMPTS, rows)
+    return bench_ratios_table(PRECISE_BENCH, SHARED_PROMPTS, rows)
 
 
 def precise_bench_bound() -> str:
@@ -373,7 +372,6 @@ REGIONS: dict[str, Maker] = {
     "vllm-bench-ratios": anywhere(vllm_bench_ratios),
     "precise-bench": anywhere(precise_bench_console),
     "precise-bench-ratios": anywhere(precise_bench_ratios),
-    "precise-bench-nine-ratios": anywhere(lambda: precise_bench_ratios(PRECISE_NINE_BENCH)),
     "precise-bench-bound": anywhere(precise_bench_bound),
     "capacity-bench": anywhere(capacity_bench),
     "capacity-bench-ratios": anywhere(capacity_bench_ratios),

@@ -16,7 +16,10 @@ Run = tuple[dict[str, Any], Mapping[str, Any]]  # a document and its figures by 
 DEFAULT_RUNS = ("results/bench/default/bench.json", "results/bench/default-rerun/bench.json")
 LORA_RUNS = ("results/bench/lora/bench.json", "results/bench/lora-rerun/bench.json")
 ROUTING_RUNS = ("results/bench/routing/bench.json", "results/bench/routing-rerun/bench.json")
-PRECISE_RUNS = ("results/bench/precise/bench.json", "results/bench/precise-rerun/bench.json")
+PRECISE_RUNS = (
+    "results/bench/precise-cores/bench.json",
+    "results/bench/precise-cores-rerun/bench.json",
+)
 VLLM_RUNS = ("results/bench/vllm/bench.json", "results/bench/vllm-rerun/bench.json")
 # The same comparison over 32 requests a configuration: each measured a few seconds.
 VLLM_SHORT_RUNS = (
