@@ -1,8 +1,10 @@
 """What a local run would write outside its own directory and the build folder, were its
-components left to their defaults: the end-to-end tests compare it before and after a run."""
+components left to their defaults: the end-to-end tests compare it before and after a run; and
+which CPUs a local run's vLLM engines bound their threads to."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +77,22 @@ def simulated_engine(spec: Any, monkeypatch: Any) -> Any:
     monkeypatch.setenv(SETTINGS_ENV, settings.model_dump_json())
     config = local_application(compile_spec(spec))["args"]["llm_configs"][0]
     return SimulatedEngine(LLMConfig(**config))
+
+
+# vLLM's engine core logs the CPUs it binds each rank's threads to (ompmultiprocessing.py).
+CORE_IDS = re.compile(r"local_rank=\d+, core ids=(\[[\d, ]*\])")
+
+
+def engines_cores() -> list[str]:
+    """The CPUs each vLLM engine of this process's local Ray bound its threads to, from the
+    session's logs."""
+    import ray
+
+    node = ray._private.worker._global_node
+    assert node is not None, "a local Ray is running"
+    logs = Path(node.get_session_dir_path()) / "logs"
+    return sorted(
+        match.group(1)
+        for log in logs.glob("worker-*")
+        for match in CORE_IDS.finditer(log.read_text(errors="replace"))
+    )

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import ray
 from compiled_support import compile_spec
+from local_support import engines_cores
 from repo import REPO
 
 from serving.compile.routers import ROUTERS
@@ -59,8 +57,7 @@ PERIOD_S = ROUTERS[KIND].stats_period_s or 0.0
 ONE_PERIOD_S = 1.1 * PERIOD_S + 0.5
 # A call into a replica (a request, a reset, a report) ends within this.
 CALL_TIMEOUT_S = 120.0
-# Two vLLM engines take about five minutes to start and stop on two cores: the real engine's
-# two-replica run is marked long, and CI runs its short form (one replica) below.
+# Two vLLM engines take minutes on two cores: marked long; CI runs the one-replica form below.
 ENGINES = [
     pytest.param("simulated", id="simulated"),
     pytest.param("vllm", id="vllm", marks=pytest.mark.vllm_long),
@@ -301,17 +298,6 @@ def travel_by_value() -> None:
 
 
 SYSTEM = " ".join(f"s{i}" for i in range(600))
-# vLLM's engine core logs the CPUs it binds each rank's threads to (ompmultiprocessing.py).
-CORE_IDS = re.compile(r"local_rank=\d+, core ids=(\[[\d, ]*\])")
-
-
-def engines_cores(session: Path) -> list[str]:
-    """The CPUs each engine of this Ray session bound its threads to, from its logs."""
-    return sorted(
-        match.group(1)
-        for log in (session / "logs").glob("worker-*")
-        for match in CORE_IDS.finditer(log.read_text(errors="replace"))
-    )
 
 
 @pytest.mark.timeout(1500)
@@ -327,9 +313,7 @@ def test_a_cleared_cache_stops_drawing_its_prompt_within_one_stats_period(engine
         assert len(run.actors) == 2, run.actors
         if engine == "vllm" and len(os.sched_getaffinity(0)) >= 2:
             # Each replica's engine on a core of its own, not both on vLLM's automatic core 0.
-            node = ray._private.worker._global_node
-            assert node is not None
-            cores = engines_cores(Path(node.get_session_dir_path()))
+            cores = engines_cores()
             assert len(cores) == 2 and len(set(cores)) == 2, cores
         warm = body(SYSTEM, "warm", spec.name)
         for replica in run.actors:
