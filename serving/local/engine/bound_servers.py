@@ -16,30 +16,29 @@ from ray import serve
 from ray.llm._internal.serve.core.server.llm_server import LLMServer
 
 from serving.catalog.environment import VLLM_CPU_OMP_THREADS_BIND
-from serving.local.engine.cpu_binding import ENGINE_SLOTS, parse_slots, slot_binding
+from serving.local.engine.cpu_binding import (
+    ENGINE_SLOTS,
+    engine_ranks,
+    parse_slots,
+    slot_binding,
+)
 from serving.router.cache_server import CacheReportingServer
 
 logger = logging.getLogger(__name__)
 
 
 def bind_engine_cpus(llm_config: Any) -> str:
-    """Set this replica's engine binding from its slot (ENGINE_SLOTS plus its rank) and say it."""
+    """Set this replica's engine binding from its rank among ENGINE_SLOTS engines and say it."""
     slots = os.environ.get(ENGINE_SLOTS)
     if slots is None:
         raise RuntimeError(f"{ENGINE_SLOTS} is not set: this server is for local runs only")
-    first, total = parse_slots(slots)
+    total = parse_slots(slots)
     rank = serve.get_replica_context().rank
     if rank is None:
         raise RuntimeError("Serve gave this replica no rank: its engine's CPUs cannot be chosen")
-    kwargs = llm_config.engine_kwargs
-    workers = int(kwargs.get("tensor_parallel_size", 1)) * int(
-        kwargs.get("pipeline_parallel_size", 1)
-    )
-    binding = slot_binding(workers, first + rank.rank, total)
+    binding = slot_binding(engine_ranks(llm_config.engine_kwargs), rank.rank, total)
     os.environ[VLLM_CPU_OMP_THREADS_BIND] = binding
-    logger.info(
-        "engine slot %d of %d: %s=%s", first + rank.rank, total, VLLM_CPU_OMP_THREADS_BIND, binding
-    )
+    logger.info("engine slot %d of %d: %s=%s", rank.rank, total, VLLM_CPU_OMP_THREADS_BIND, binding)
     return binding
 
 

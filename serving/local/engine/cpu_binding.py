@@ -7,17 +7,20 @@ for the scheduler: so every engine on this machine gets core 0. Two replicas' en
 one core while the other runs the rest (both replicas' logs said `core ids=[0]`), and a
 benchmark of two replicas measures one core's throughput, not the routing between them.
 
-A local run of several engines numbers them: each LLMConfig gets its first slot and the count of
-all (`ENGINE_SLOTS`, in its runtime_env), a replica adds its rank in its deployment, and the
-replica's server (`serving.local.engine.bound_servers`) binds its engine to that slot's share of
-the CPUs before the engine starts. One engine alone keeps vLLM's automatic binding.
+A local run of several replicas tells each the number of engines its deployment starts with
+(`ENGINE_SLOTS`, in the LLMConfig's runtime_env: Serve's own `world_size` is the deployment's
+`num_replicas`, not what autoscaling starts), and the replica's server
+(`serving.local.engine.bound_servers`) binds its engine to the share of the CPUs its replica rank
+names before the engine starts. One engine alone keeps vLLM's automatic binding.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
-# "first/total": the LLMConfig's first engine slot and the number of slots in the application.
+# The number of engines the deployment starts with: each replica's rank names its slot among them.
 ENGINE_SLOTS = "SERVESTACK_ENGINE_SLOTS"
 # `module:Class` for each server class a compiled LLMConfig may name (None: Ray's LLMServer), to
 # the local server that binds its engine's CPUs first.
@@ -29,6 +32,18 @@ BOUND_SERVERS: dict[str | None, str] = {
 }
 
 
+def engine_ranks(engine_kwargs: Mapping[str, Any]) -> int:
+    """The ranks one engine runs: tensor parallel × pipeline parallel."""
+    return int(engine_kwargs.get("tensor_parallel_size", 1)) * int(
+        engine_kwargs.get("pipeline_parallel_size", 1)
+    )
+
+
+def _allowed(cpus: list[int] | None) -> list[int]:
+    """`cpus`, or this process's CPUs when not given."""
+    return sorted(os.sched_getaffinity(0)) if cpus is None else cpus
+
+
 def omp_binding(workers: int, cpus: list[int] | None = None, *, whole_machine: bool = True) -> str:
     """VLLM_CPU_OMP_THREADS_BIND for an engine of `workers` ranks (TP × PP) on `cpus` (this
     process's CPUs when not given). On the whole machine one rank keeps vLLM's automatic binding.
@@ -37,7 +52,7 @@ def omp_binding(workers: int, cpus: list[int] | None = None, *, whole_machine: b
     gets its own share of the CPUs, or none is bound when there are fewer CPUs than ranks."""
     if workers <= 1 and whole_machine:
         return "auto"
-    allowed = sorted(os.sched_getaffinity(0)) if cpus is None else cpus
+    allowed = _allowed(cpus)
     if len(allowed) < workers:
         return "nobind"
     share = len(allowed) // max(workers, 1)
@@ -50,7 +65,7 @@ def slot_binding(workers: int, slot: int, slots: int, cpus: list[int] | None = N
     ranks. With fewer CPUs than engines, engines take the CPUs in turn, one each (pinned, so
     that no engine's threads outnumber its CPU); a slot past the count (a deployment scaled
     beyond what was counted) wraps around."""
-    allowed = sorted(os.sched_getaffinity(0)) if cpus is None else cpus
+    allowed = _allowed(cpus)
     if slots <= 1:
         return omp_binding(workers, allowed)
     share = len(allowed) // slots
@@ -60,12 +75,11 @@ def slot_binding(workers: int, slot: int, slots: int, cpus: list[int] | None = N
     return omp_binding(workers, allowed[own * share : (own + 1) * share], whole_machine=False)
 
 
-def parse_slots(value: str) -> tuple[int, int]:
-    """`first/total` from ENGINE_SLOTS."""
-    first, sep, total = value.partition("/")
-    if not sep or not first.isdigit() or not total.isdigit() or int(first) >= int(total):
-        raise ValueError(f"{ENGINE_SLOTS}={value!r}: expected 'first/total' with first < total")
-    return int(first), int(total)
+def parse_slots(value: str) -> int:
+    """The engine count from ENGINE_SLOTS."""
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{ENGINE_SLOTS}={value!r}: expected the number of engines, at least 1")
+    return int(value)
 
 
 def bound_server(server_cls: str | None) -> str:

@@ -37,7 +37,12 @@ from serving.catalog.environment import (
 )
 from serving.compile.compiler import CompiledModel
 from serving.compile.patterns import BUILD_OPENAI_APP, llm_configs_of
-from serving.local.engine.cpu_binding import ENGINE_SLOTS, bound_server, omp_binding
+from serving.local.engine.cpu_binding import (
+    ENGINE_SLOTS,
+    bound_server,
+    engine_ranks,
+    omp_binding,
+)
 from serving.local.engine.simulation import SimulationSettings
 from serving.local.engine.tiny_models import Family
 from serving.local.runtime.lora import (
@@ -156,33 +161,26 @@ def engine_count(config: dict[str, Any]) -> int:
 
 
 def give_engines_own_cpus(app: dict[str, Any]) -> None:
-    """With several engines, each LLMConfig's replicas bind their engines to CPUs of their own
-    (`serving.local.engine.cpu_binding`): its first slot and the count in its runtime_env, its
-    server the local counterpart that reads them. One engine keeps vLLM's automatic binding, and
-    so do the prefill/decode and data-parallel patterns: their builders construct Ray's own
-    server classes (PDPrefillServer, DPServer) and take none from the LLMConfig."""
+    """With several replicas, each binds its engine to CPUs of its own
+    (`serving.local.engine.cpu_binding`): the engine count in its runtime_env, its server the
+    local counterpart that reads it. One engine keeps vLLM's automatic binding, and so do the
+    prefill/decode and data-parallel patterns: their builders construct Ray's own server classes
+    (PDPrefillServer, DPServer) and take none from the LLMConfig."""
     if app["import_path"] != BUILD_OPENAI_APP:
         return
-    configs = [config for _, config in llm_configs_of(app["args"])]
-    counts = [engine_count(config) for config in configs]
-    total = sum(counts)
-    if total <= 1:
-        return
-    first = 0
-    for config, count in zip(configs, counts, strict=True):
+    for _, config in llm_configs_of(app["args"]):
+        count = engine_count(config)
+        if count <= 1:
+            continue
         config["server_cls"] = bound_server(config.get("server_cls"))
         runtime_env = config.setdefault("runtime_env", {})
-        runtime_env["env_vars"] = runtime_env.get("env_vars", {}) | {
-            ENGINE_SLOTS: f"{first}/{total}"
-        }
-        first += count
+        runtime_env["env_vars"] = runtime_env.get("env_vars", {}) | {ENGINE_SLOTS: str(count)}
 
 
 def engine_workers(compiled: CompiledModel) -> int:
     """The most ranks (TP × PP) one engine of the compiled application runs."""
     return max(
-        int(config["engine_kwargs"].get("tensor_parallel_size", 1))
-        * int(config["engine_kwargs"].get("pipeline_parallel_size", 1))
+        engine_ranks(config["engine_kwargs"])
         for _, config in llm_configs_of(compiled.application["args"])
     )
 
