@@ -17,7 +17,7 @@ from scripts.docs.regions import ROOT, Maker, anywhere
 
 FAULT_RUN = "results/faults/faults.json"
 DEFAULT_BENCH = "results/bench/default/bench.json"
-ROUTING_BENCH = "results/bench/routing/bench.json"
+ROUTING_BENCH = "results/bench/routing-9/bench.json"
 VLLM_BENCH = "results/bench/vllm/bench.json"
 # Each replica's engine on a core of its own (serving.local.engine.cpu_binding).
 PRECISE_BENCH = "results/bench/precise-cores/bench.json"

@@ -15,7 +15,10 @@ Run = tuple[dict[str, Any], Mapping[str, Any]]  # a document and its figures by 
 
 DEFAULT_RUNS = ("results/bench/default/bench.json", "results/bench/default-rerun/bench.json")
 LORA_RUNS = ("results/bench/lora/bench.json", "results/bench/lora-rerun/bench.json")
-ROUTING_RUNS = ("results/bench/routing/bench.json", "results/bench/routing-rerun/bench.json")
+ROUTING_RUNS = (
+    "results/bench/routing-9/bench.json",
+    "results/bench/routing-9-rerun/bench.json",
+)
 PRECISE_RUNS = (
     "results/bench/precise-cores/bench.json",
     "results/bench/precise-cores-rerun/bench.json",
