@@ -198,6 +198,13 @@ def spread_text(name: str, figure: RatioSpread, digits: int = 2) -> str:
     return text
 
 
+def print_errors(console: Console, reports: Sequence[WorkloadReport]) -> None:
+    """The first few distinct errors of each report's failed requests."""
+    for report in reports:
+        for error in report.errors:
+            console.print(f"[red]{report.variant} {report.workload}: {error}[/red]")
+
+
 def print_bench(
     console: Console,
     reports: Sequence[WorkloadReport],
@@ -219,8 +226,7 @@ def print_bench(
         console.print(_table(title + ": throughput", reports, throughput))
         console.print(_table(title + ": latency", reports, [c for c in columns if c.latency]))
     for report in reports:
-        for error in report.errors:
-            console.print(f"[red]{report.variant} {report.workload}: {error}[/red]")
+        print_errors(console, [report])
         if report.engine_metrics_missing:
             # The engine's columns read "—" for this repetition; here is why.
             console.print(

@@ -261,6 +261,8 @@ def bench_command(
     failed = [f"{r.variant} {r.workload} (repetition {r.repetition}): {r.failed}"
               for r in outcome.reports if r.failed]  # fmt: skip
     if failed:
+        if as_json:  # the table, which lists them, was not drawn
+            bench_report.print_errors(errors, outcome.reports)
         errors.print(
             f"error: requests failed ({'; '.join(failed)}), so these configurations did not "
             f"serve the same requests and the ratios do not compare them; the errors are above "

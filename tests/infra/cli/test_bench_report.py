@@ -142,3 +142,34 @@ def test_the_bound_of_any_router_is_fitted_on_the_runs_of_the_workload() -> None
     fitted = ratios["multi-prompt: ideal placement/power of two, requests/s (fitted)"]
     assert fitted == pytest.approx(1.82, abs=0.005)
     assert uncached_fit([power_two], "multi-prompt") is None, "one run fits no line"
+
+
+def test_a_json_run_whose_requests_failed_names_their_errors(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A --json run draws no table, the table's error lines with it: the failure's message still
+    # ends with them. The runner is replaced (requests cannot be made to fail on cue through a
+    # real local Ray); what is checked is the CLI's own output.
+    from typer.testing import CliRunner
+
+    from infra.cli import bench as bench_run
+    from infra.cli.app import app
+
+    reports = [r.model_copy(update={"errors": [f"HTTP 503 from {r.variant}"] if r.failed else []})
+               for r in _reports()]  # fmt: skip
+    failed = [r for r in reports if r.failed]
+    document = {"reports": [r.model_dump() for r in reports]}
+    monkeypatch.setattr(
+        bench_run, "run",
+        lambda *args, **kwargs: bench_run.BenchOutcome(document, reports, {}, {}),
+    )  # fmt: skip
+    result = CliRunner().invoke(
+        app, ["bench", "--local", "--model", "llama-3.1-8b", "--json", "--out", str(tmp_path)],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == document, "stdout is the document alone"
+    message = result.stderr.index("error: requests failed")
+    for report in failed:
+        line = f"{report.variant} {report.workload}: HTTP 503 from {report.variant}"
+        assert -1 < result.stderr.find(line) < message, "each error, before the message"
