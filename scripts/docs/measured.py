@@ -1,6 +1,6 @@
 """The measured runs' tables, read from the committed reports under results/: the fault run
 (results/faults/faults.json, written by `servestack faults`) and the bench runs (the simulated
-engine's results/bench/default/ and results/bench/routing/, the real engine's
+engine's results/bench/default/ and results/bench/routing-9/, the real engine's
 results/bench/vllm/ and results/bench/precise-cores/, the LoRA run's results/bench/lora/: each
 bench.json, written by `servestack bench`),
 rendered by the commands' own table code, their ratios recomputed from the reports by the
