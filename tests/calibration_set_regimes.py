@@ -34,6 +34,14 @@ runs FP8 through its Triton fused-MoE kernel, which has no tuned configuration f
 width 192 on that GPU in vLLM's table (model_executor/layers/fused_moe/configs: the H200's is
 there), and no speed model of the GPU's work places an H100 below an A100 on the same model.
 
+GLM-4.5-Air (106B parameters, 12B active, 128 experts of which 8 a token, GQA; the importer reads
+it from importer_support.glm_4_5_air_config) came later, from GPUStack's two pages of its vLLM 0.11
+baseline at TP4 in BF16, on 4xA100 and 4xH100: ShareGPT, random 32K, 4K and 2K, all at once, each
+random 2K and 4K run with its mean TPOT. The H100 page's random runs are its summary table's
+figures: the outputs printed under them are the A100 page's, copied (_AIR_TABLE). Left out: the
+pages' SGLang and TensorRT-LLM runs (other engines) and the A100 page's short-prompt run, whose
+GPU work the planner puts above half the run (calibration_sources.GLM_AIR_H100_SHORT).
+
 The split was fixed before the constants were refitted, by one rule over runs: a run's figures
 share a part; a run calibration_set already holds keeps its part there; within each page the
 new runs, in the order the page prints them, alternate fit, held, fit, ..., the first fitted.
@@ -49,6 +57,7 @@ from calibration_row import Row, _p
 from calibration_sources import (
     ALL_AT_ONCE,
     DSR1_H200,
+    GLM_4_5_AIR,
     GLM_4_6,
     GLM_CONTEXT,
     GPUSTACK,
@@ -110,6 +119,32 @@ GLM_SHAREGPT_A100 = (214, 200)  # 214,465 / 199,904 over 1,000
 GLM_VERY_LONG = (32000, 94)  # 3,200,000 / 9,406 over 100
 GLM_LONG = (4000, 200)  # 1,999,787 / 99,801 over 500
 GLM_MEDIUM = (1999, 100)  # 999,429 / 50,000 over 500
+
+
+GLM_AIR_A100 = (
+    GPUSTACK + "glm-4.5-air/a100 ; " + GPUSTACK_REPO + "glm-4.5-air/a100.md",
+    "GLM-4.5-Air BF16, 4xA100 SXM 80GB TP4, vLLM 0.11.0 `vllm serve zai-org/GLM-4.5-Air -tp 4`",
+)
+GLM_AIR_H100 = (
+    GPUSTACK + "glm-4.5-air/h100 ; " + GPUSTACK_REPO + "glm-4.5-air/h100.md",
+    "GLM-4.5-Air BF16, 4xH100 TP4, vLLM 0.11.0 `vllm serve zai-org/GLM-4.5-Air -tp 4`",
+)
+# Mean lengths from the A100 page's published totals; the H100 page's random runs are the same
+# seeded prompts (--seed 42, the same tokenizer), its summary table giving no totals.
+AIR_SHAREGPT = (214, 200)  # 214,465 in / 199,904 out over 1,000 requests (H100: 199,895 out)
+AIR_VERY_LONG = (32000, 100)  # 3,200,000 / 9,987 over 100
+AIR_LONG = (4000, 199)  # 1,999,787 / 99,547 over 500
+AIR_MEDIUM = (1999, 100)  # 999,429 / 50,000 over 500
+# The H100 page's figures for its random runs are its summary table's: the benchmark outputs
+# printed under "Other Benchmark Cases" are the A100 page's, byte for byte (the same durations,
+# 498.76 s for the 32K run), and disagree with the table by 2.6-3.3 times.
+_AIR_TABLE = "figure from the page's summary table"
+
+
+def _air(gpu: str, workload: tuple[int, int], **extra: Any) -> dict[str, Any]:
+    """A GLM-4.5-Air run's profile at TP4 (calibration_sources.GLM_4_5_AIR), at its default
+    context."""
+    return _p(GLM_4_5_AIR, gpu, 4, workload=workload, max_model_len=131072, **extra)
 
 
 def _glm(gpu: str, workload: tuple[int, int], **extra: Any) -> dict[str, Any]:
@@ -246,6 +281,25 @@ REGIME_ROWS: list[Row] = [
               f"{ALL_AT_ONCE}", "output_tps", 1359.74,
               _glm("a100-80gb", GLM_SHAREGPT_A100, quantization="fp8",
                    **A | {"max_num_batched_tokens": 16384}), "fit"),
+    # --- GLM-4.5-Air BF16 on 4xA100, `vllm serve zai-org/GLM-4.5-Air -tp 4` ------------------
+    _gpustack(GLM_AIR_A100, f"ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps", 1883.14,
+              _air("a100-80gb", AIR_SHAREGPT, **A), "fit"),
+    _gpustack(GLM_AIR_A100, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}",
+              "total_tps", 6435.97, _air("a100-80gb", AIR_VERY_LONG, **A), "held"),
+    _gpustack(GLM_AIR_A100, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}",
+              "total_tps", 6975.10, _air("a100-80gb", AIR_LONG, **A), "fit"),
+    _gpustack(GLM_AIR_A100, f"random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}",
+              "total_tps", 8643.75, _air("a100-80gb", AIR_MEDIUM, **A), "held"),
+    # --- GLM-4.5-Air BF16 on 4xH100, `vllm serve zai-org/GLM-4.5-Air -tp 4` ------------------
+    _gpustack(GLM_AIR_H100, f"ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps", 3815.71,
+              _air("h100-80gb", AIR_SHAREGPT, **H), "fit"),
+    _gpustack(GLM_AIR_H100, f"random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}, "
+              f"{_AIR_TABLE}", "total_tps", 22582.76, _air("h100-80gb", AIR_MEDIUM, **H), "held"),
+    _gpustack(GLM_AIR_H100, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}, "
+              f"{_AIR_TABLE}", "total_tps", 21705.53, _air("h100-80gb", AIR_LONG, **H), "fit"),
+    _gpustack(GLM_AIR_H100, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}, "
+              f"{_AIR_TABLE}", "total_tps", 20732.85, _air("h100-80gb", AIR_VERY_LONG, **H),
+              "held"),
 ]  # fmt: skip
 
 
@@ -273,6 +327,10 @@ MEAN_TPOT_MS: list[tuple[str, str, float]] = [
     (OSS120_H100[0], "random 2,000", 41.35),
     (GLM_H200[0], "random 4,000", 205.69),
     (GLM_H200[0], "random 2,000", 269.75),
+    (GLM_AIR_A100[0], "random 4,000", 267.38),
+    (GLM_AIR_A100[0], "random 2,000", 204.31),
+    (GLM_AIR_H100[0], "random 2,000", 125.44),
+    (GLM_AIR_H100[0], "random 4,000", 82.53),
 ]
 
 

@@ -40,3 +40,25 @@ def deepseek_v3_2_config() -> dict[str, Any]:
         "index_n_heads": 64,
         "index_topk": 2048,
     }
+
+
+def glm_4_5_air_config() -> dict[str, Any]:
+    """GLM-4.5-Air's config.json is GLM-4.5's with a smaller model in the same architecture
+    (Glm4MoeForCausalLM): hidden 4,096, 46 layers of which the first is dense (intermediate
+    10,944), 128 routed experts of width 1,408 and one shared, routed scaling 1.0, no QK norm;
+    heads, KV heads, head_dim, rotary, vocabulary and context are GLM-4.5's. Those values are
+    transformers' Glm4MoeConfig defaults (models/glm4_moe/configuration_glm4_moe.py, the
+    pre-release name GLM-4-100B-A10B) and slime's model script for it
+    (scripts/models/glm4.5-106B-A12B.sh, as in github.com/vllm-project/vime: 1 dense and 45
+    MoE layers, 96 heads, 8 query groups, kv-channels 128, rotary base 1e6, QKV bias, no QK
+    layernorm); the Hub is out of reach here, so it is built from the stored GLM-4.5 copy."""
+    return config_dict("zai-org__GLM-4.5") | {
+        "hidden_size": 4096,
+        "intermediate_size": 10944,
+        "num_hidden_layers": 46,
+        "first_k_dense_replace": 1,
+        "n_routed_experts": 128,
+        "moe_intermediate_size": 1408,
+        "routed_scaling_factor": 1.0,
+        "use_qk_norm": False,
+    }
