@@ -94,10 +94,19 @@ CONSTANTS: dict[str, Constant] = {
         "Grouped expert GEMMs reach this share of the dense matmuls' efficiency, besides the "
         "rows their tiles pad (serving.plan.speed.roofline.expert_tile_efficiency)."),
     "FP8_EXPERT_MATH_SPEEDUP": Constant(1.0, 2.0,
-        "FP8 expert weights run vLLM's fused-MoE kernels with a scale per 128x128 weight block "
-        "(the format of DeepSeek-V3's and Qwen3's FP8 checkpoints), which gain this much over "
-        "the same kernels' BF16 math, at most the 2x of FP8 tensor cores (fitted on "
-        "Qwen3-235B-A22B-FP8 on H100s and DeepSeek-R1 on H200s; an A100 has no FP8 math)."),
+        "FP8 expert weights with a scale per 128x128 weight block (the format of DeepSeek-V3's, "
+        "Qwen3's and GLM's FP8 checkpoints) run vLLM's Triton fused-MoE kernel under tensor "
+        "parallelism on Hopper, which gains this much over the same kernel's BF16 math, at most "
+        "the 2x of FP8 tensor cores (fitted on Qwen3-235B-A22B-FP8 on H100s and DeepSeek-R1 on "
+        "H200s; an A100 has no FP8 math). GPUStack's Qwen3-235B-A22B page (vLLM 0.11, H100s) "
+        "serves its 2K and 4K prompts 1.56-1.59 times faster per GPU at FP8 on four GPUs than at "
+        "BF16 on eight (serving.plan.speed.roofline._expert_math_flops)."),
+    "DEEPGEMM_EXPERT_MATH_SPEEDUP": Constant(1.0, 2.0,
+        "The same gain for the DeepGEMM grouped GEMMs vLLM runs the experts on where DeepEP "
+        "dispatches their tokens (DP+EP with a DeepEP all2all_backend; fitted on llm-d's "
+        "wide-EP runs of DeepSeek-R1 on H200s). At its bound, the FP8 tensor cores' 2x: "
+        "DeepGEMM's README reports up to 1,550 TFLOPS on an H800, 78% of its FP8 peak, about "
+        "the share of BF16 peak BF16 GEMMs reach (github.com/deepseek-ai/DeepGEMM)."),
     "STEP_OVERHEAD_S": Constant(0.0, 3e-3,
         "Fixed cost of one engine step (scheduling, input preparation, launch) with CUDA graphs "
         "on. Async scheduling hides it behind the GPU's work on the step before "

@@ -67,11 +67,21 @@ def _nic_alltoall_bandwidth(machine: MachineType) -> float:
 # (DeepEP, docs/legacy.md, "Normal kernels", intranode), whose NVLink moves 200 GB/s each way.
 NVLINK_ALLTOALL_EFFICIENCY = 153 / 200
 
-# vLLM's `all2all_backend` for DeepEP's high-throughput ("normal") kernels, which prefill runs.
+# vLLM's `all2all_backend` for DeepEP's high-throughput ("normal") kernels, which prefill runs,
+# and for its low-latency ones, which decode runs.
 HIGH_THROUGHPUT = "deepep_high_throughput"
+LOW_LATENCY = "deepep_low_latency"
 # Block-FP8 checkpoints (DeepSeek's) dispatch FP8 with a float32 scale per 128 values
 # (DeepEPHTPrepareAndFinalize quantizes before it dispatches); the combine is in BF16.
 FP8_DISPATCH_BYTES_PER_VALUE = 1 + 4 / 128
+
+
+def deepep_dispatch(spec: ModelSpec, layout: Parallelism) -> bool:
+    """The layout's MoE layers dispatch through DeepEP: several DP ranks with their experts
+    spread over them (vLLM's all-to-all kernels run only where `dp_size > 1 and use_ep`,
+    FusedMoEParallelConfig.use_all2all_kernels, vLLM 0.22) and a DeepEP `all2all_backend`."""
+    deepep = spec.engine_args.get("all2all_backend") in (HIGH_THROUGHPUT, LOW_LATENCY)
+    return deepep and layout.expert_parallel_size > 1 and layout.data > 1
 
 
 def _high_throughput_s(

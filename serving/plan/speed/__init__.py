@@ -20,6 +20,7 @@ stay importable from here.
 from serving.plan.fitted import (
     ATTENTION_HBM_EFFICIENCY,
     DECODE_MFU,
+    DEEPGEMM_EXPERT_MATH_SPEEDUP,
     EXPERT_HBM_EFFICIENCY,
     EXPERT_MFU_SHARE,
     FP8_EXPERT_MATH_SPEEDUP,
@@ -55,6 +56,7 @@ __all__ = [
     "ATTENTION_MFU",
     "BURST_REQUESTS",
     "DECODE_MFU",
+    "DEEPGEMM_EXPERT_MATH_SPEEDUP",
     "DRAIN_POINTS",
     "EXPERT_HBM_EFFICIENCY",
     "EXPERT_MFU_SHARE",

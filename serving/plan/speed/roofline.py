@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from serving.plan import fitted
+from serving.plan.collectives import deepep_dispatch
 from serving.plan.memory import replicated_params, weight_bytes
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
@@ -42,10 +43,23 @@ def _routed_params(spec: ModelSpec) -> float:
     return arch.expert_params * arch.experts_per_token / arch.num_experts
 
 
-def _expert_math_flops(spec: ModelSpec) -> float:
-    """Peak rate of the grouped expert GEMMs: FP8 expert weights gain less than FP8 peak."""
+def _expert_math_flops(spec: ModelSpec, layout: Parallelism) -> float:
+    """Peak rate of the grouped expert GEMMs. FP8 expert weights gain less than FP8 peak over
+    BF16, by the kernel that multiplies them. vLLM picks it by layout (fused_moe/oracle/fp8.py,
+    `_get_priority_backends` and `select_fp8_moe_backend`, vLLM 0.22): for weights in 128x128
+    blocks on Hopper it prefers its Triton fused-MoE kernel under tensor parallelism, and where
+    DeepEP dispatches the tokens (collectives.deepep_dispatch) the experts run grouped GEMMs
+    built for FP8 blocks: DeepGEMM's (BatchedDeepGemmExperts under the low-latency backend;
+    under the high-throughput one DeepGEMM's or FlashInfer's CUTLASS kernel, which vLLM 0.22
+    ranks first for expert parallelism on Hopper), each path at its own fitted share of the FP8
+    tensor cores' 2x; llm-d's wide-EP runs, which fit the second, ran DeepGEMM. Tensor
+    parallelism with experts sharded over it but no DeepEP (`enable_expert_parallel` at one DP
+    rank) is priced at the Triton kernel's rate, the slower: vLLM 0.22 ranks FlashInfer's
+    CUTLASS kernel first there too, which no published run here measures."""
     gpu = spec.gpu
     if spec.expert_weights_dtype == "fp8" and gpu.has_fp8_math:
+        if deepep_dispatch(spec, layout):
+            return gpu.bf16_dense_flops * fitted.DEEPGEMM_EXPERT_MATH_SPEEDUP
         return gpu.bf16_dense_flops * fitted.FP8_EXPERT_MATH_SPEEDUP
     return math_flops(spec)
 
@@ -111,7 +125,8 @@ def matmul_s(
     replicated = 2 * replicated_params(spec) * tokens
     gpu_rate = math_flops(spec) * mfu
     tiles = expert_tile_efficiency(spec, layout, tokens if step_tokens is None else step_tokens)
-    expert_rate = layout.tensor * _expert_math_flops(spec) * mfu * fitted.EXPERT_MFU_SHARE * tiles
+    expert_peak = _expert_math_flops(spec, layout)
+    expert_rate = layout.tensor * expert_peak * mfu * fitted.EXPERT_MFU_SHARE * tiles
     return (
         (dense - replicated) / (layout.tensor * gpu_rate)
         + replicated / gpu_rate

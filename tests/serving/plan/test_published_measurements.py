@@ -120,40 +120,41 @@ def test_a_pages_bursts_reach_the_engine_at_its_measured_serial_work() -> None:
 
 
 def test_held_back_rows_meet_the_acceptance_bars(scored: list[Scored]) -> None:
-    """At least 80% of the held rows within ±25%, median |error| at most 15%, every class at
-    least 60% within ±25%. What each TTFT source measures and the differences of setup the rows
-    carry (vLLM 0.11's template parse, a closed loop's opening wave and queue, chat prompts'
-    spread around their mean) are in calibration_set. The held TTFT rows still outside: NIM's
-    Llama-3.3-70B at 500 in (TensorRT-LLM's frontend and FP8 prefill are faster than vLLM's:
-    the same page's concurrency-1 runs put its floor at 13-20 ms and its prefill at 0.07-0.08 ms
-    per token) and DeepSeek-R1 on 8xH200 (slower than planned in every regime: 19.4 ms per
-    token at concurrency 4 against 18.0, its time to first token at concurrency 4 at -46%;
-    of its rows only the random 4K run is fitted), and GPUStack's Qwen3-8B on an H100 at
-    concurrency 8 (-27%): the fitted per-request floor is 18.6 ms, where this host's
-    first tokens carry about 50 ms beyond their prefill (docs/explanation/planner.md)."""
+    """At least 85% of the held rows within ±25% (issue 32's bar), median |error| at most 15%
+    (issue 32 asks for 10%: it is 11.1%), every class at least 60% within ±25%. What each TTFT
+    source measures and the differences of setup the rows carry (vLLM 0.11's template parse, a
+    closed loop's opening wave and queue, chat prompts' spread around their mean) are in
+    calibration_set. The held TTFT rows still outside: NIM's Llama-3.3-70B at 500 in
+    (TensorRT-LLM's frontend and FP8 prefill are faster than vLLM's: the same page's
+    concurrency-1 runs put its floor at 13-20 ms and its prefill at 0.07-0.08 ms per token) and
+    DeepSeek-R1 on 8xH200 (slower than planned in every regime: 19.4 ms per token at concurrency
+    4 against 17.8, its time to first token at concurrency 4 at -44%; of its rows only the
+    random 4K run is fitted), and GPUStack's Qwen3-8B on an H100 at concurrency 8 (-27%): the
+    fitted per-request floor is 18.9 ms, where this host's first tokens carry about 50 ms beyond
+    their prefill (docs/explanation/planner.md)."""
     print("\n" + table(scored))
     held = [s for s in scored if s.row.part == "held"]
-    assert _within(held) >= 0.8
+    assert _within(held) >= 0.85
     assert _median(held) <= 0.15
     for klass in CLASSES:
         assert _within([s for s in held if s.row.klass == klass]) >= 0.6, klass
 
 
-MET_REGIMES = (
-    "saturated dense",
-    "saturated MoE",
-    "large MoE on A100",
-    "ITL under concurrency",
-    "TTFT at concurrency 1",
-    "DP+EP across nodes",
-)
-
-
+# MLA at TP8 on Hopper is DeepSeek-R1 on 8xH200 (GPUStack on vLLM 0.11, dstack on vLLM 0.7.4's
+# V0 engine), 9 of its 12 held rows within ±25% since block-FP8 experts are priced by the kernel
+# vLLM runs them on (serving.plan.speed.roofline._expert_math_flops; 8 before, its 32K-prompt
+# throughput at +25.5%). Outside: GPUStack's TTFT at concurrency 4 (-44%) and 2K-prompt
+# throughput (+36%: the run's median inter-token latency, 358 ms, is a step that carries a
+# prompt chunk, about 280 ms as planned), and dstack's 6,400-token outputs at concurrency 128
+# (-42%), whose sequences outgrow the KV cache and, all of one length, finish in waves: the
+# closed loop counts the preempted requests' wait as if each waited alone, and scheduler_replay
+# holds 7 to 20 times as many waiting (that run's TTFT averages 1,060 s). Every GPUStack
+# DeepSeek throughput run still reads fast (+12% to +36%).
 def _regime_held(scored: list[Scored], name: str) -> list[Scored]:
     return [s for s in scored if s.row.part == "held" and REGIMES[name](s.row)]
 
 
-@pytest.mark.parametrize("name", MET_REGIMES)
+@pytest.mark.parametrize("name", list(REGIMES))
 def test_each_regime_holds_on_its_held_rows(scored: list[Scored], name: str) -> None:
     """At least 3 held rows, 70% of them within ±25% (regime_table prints them by GPU). DP+EP
     across nodes: the published vLLM runs with their setup stated (calibration_set_wide_ep),
@@ -163,26 +164,6 @@ def test_each_regime_holds_on_its_held_rows(scored: list[Scored], name: str) -> 
     held = _regime_held(scored, name)
     assert len(held) >= 3
     assert _within(held) >= 0.7
-
-
-# MLA at TP8 on Hopper is DeepSeek-R1 on 8xH200 (GPUStack on vLLM 0.11, dstack on vLLM 0.7.4's
-# V0 engine), 8 of its 12 held rows within ±25%. Outside: GPUStack's TTFT at concurrency 4
-# (-46%) and 2K-prompt throughput (+42%: the run's median inter-token latency, 358 ms, is a
-# step that carries a prompt chunk, about 280 ms as planned), its 32K-prompt throughput (+25.5%),
-# and dstack's 6,400-token outputs at concurrency 128 (-44%), whose sequences outgrow the KV
-# cache and, all of one length, finish in waves: the closed loop counts the preempted requests'
-# wait as if each waited alone, and scheduler_replay holds 7 to 20 times as many waiting (that
-# run's TTFT averages 1,060 s). The 32K run read +24% until the wide-EP prefill rows joined the
-# fit: their DeepSeek prefill on DeepEP's kernels, planned 5-18% slow, raised the fitted
-# Hopper prefill efficiency by 1.4%, and every GPUStack DeepSeek throughput run already reads
-# fast (+16% to +42%).
-@pytest.mark.xfail(strict=True, reason="8 of 12 held rows within ±25%, 9 needed: GPUStack's "
-                   "32K-prompt DeepSeek-R1 run at +25.5% joins its TTFT at concurrency 4, its "
-                   "2K-prompt throughput and dstack's 6,400-token run outside "
-                   "(see above)")  # fmt: skip
-def test_mla_at_tp8_on_hopper_holds(scored: list[Scored]) -> None:
-    held = _regime_held(scored, "MLA at TP8 on Hopper")
-    assert len(held) >= 3 and _within(held) >= 0.7
 
 
 # Published runs read for the short regimes (MLA at TP8 on Hopper, TTFT at concurrency 1,
@@ -250,7 +231,7 @@ def test_fit_rows_stay_where_the_constants_were_fitted(scored: list[Scored]) -> 
     # large MoE models on A100s, saturated inter-token latency, MLA at TP8, DP+EP decode and
     # prefill across nodes) pull the shared constants apart. Its soft-L1 loss
     # (scripts/fit_speed_constants.py, LOSS) lets the few rows no term explains sit outside
-    # rather than drag the rest: 92% within ±25% at a median of 9.1%.
+    # rather than drag the rest: 94% within ±25% at a median of 9.1%.
     assert _within(fit) >= 0.9
     assert _median(fit) <= 0.12
 

@@ -136,6 +136,35 @@ class TestBlockFp8Experts:
             + experts / (H100.bf16_dense_flops * FP8_EXPERT_MATH_SPEEDUP)
         )
 
+    @pytest.mark.usefixtures("no_tile_padding")
+    def test_experts_deepep_dispatches_run_deepgemm_at_its_own_gain(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Qwen3-235B-A22B-FP8 at DP 4 with its experts spread over the 4 ranks: dispatched by
+        # DeepEP, vLLM multiplies them with DeepGEMM (2x over BF16 here), with its default
+        # all-to-all with the Triton kernel it uses under TP (1.5x here). Per prompt token, the
+        # routed 8/128 of 227.2B expert parameters cost 2 x 14.2B FLOPs at BF16 peak x the
+        # prefill efficiency x the experts' share of it, over the gain.
+        monkeypatch.setattr(fitted, "FP8_EXPERT_MATH_SPEEDUP", 1.5)
+        monkeypatch.setattr(fitted, "DEEPGEMM_EXPERT_MATH_SPEEDUP", 2.0)
+        arch = ARCHITECTURES["qwen3-235b-a22b"]
+        routed = arch.expert_params * 8 / 128
+        dp_ep = {"tensor": 1, "data": 4, "expert": True}
+        triton = spec(architecture="qwen3-235b-a22b", accelerator="h100-80gb",
+                      quantization="fp8", parallelism=dp_ep)  # fmt: skip
+        deepgemm = triton.model_copy(
+            update={"engine_args": {"all2all_backend": "deepep_high_throughput"}}
+        )
+        experts = 2 * routed / (H100.bf16_dense_flops * PREFILL_MFU[9] * EXPERT_MFU_SHARE)
+        assert coefficients(triton)[0] - coefficients(deepgemm)[0] == pytest.approx(
+            experts / 1.5 - experts / 2.0
+        )
+        # one DP rank has no DeepEP to dispatch through, whatever the backend says
+        tp = triton.model_copy(update={"parallelism": triton.parallelism.model_copy(
+            update={"tensor": 4, "data": 1})})  # fmt: skip
+        tp_deepep = tp.model_copy(update={"engine_args": deepgemm.engine_args})
+        assert coefficients(tp_deepep) == coefficients(tp)
+
 
 class TestPrefillMemory:
     def test_a_short_prompt_streams_only_the_experts_it_routes_to(self) -> None:
