@@ -60,8 +60,6 @@ from calibration_sources import (
     GLM_4_5_AIR,
     GLM_4_6,
     GLM_CONTEXT,
-    GPUSTACK,
-    GPUSTACK_REPO,
     MEDIUM,
     OSS120_H100,
     Q14_A100,
@@ -72,15 +70,14 @@ from calibration_sources import (
     A,
     H,
     _gpustack,
+    gpustack_page,
 )
 
-Q32_H100 = (
-    GPUSTACK + "qwen3-32b/h100 ; " + GPUSTACK_REPO + "qwen3-32b/h100.md",
-    "Qwen3-32B BF16, 1xH100 SXM, vLLM 0.11.0 `vllm serve Qwen/Qwen3-32B`",
+Q32_H100 = gpustack_page(
+    "qwen3-32b/h100", "Qwen3-32B BF16, 1xH100 SXM, vLLM 0.11.0 `vllm serve Qwen/Qwen3-32B`"
 )
-Q235_A100_PAGE = (
-    GPUSTACK + "qwen3-235b-a22b/a100 ; " + GPUSTACK_REPO + "qwen3-235b-a22b/a100.md",
-    "Qwen3-235B-A22B-Instruct-2507 on 8xA100 SXM 80GB, vLLM 0.11.0",
+Q235_A100_PAGE = gpustack_page(
+    "qwen3-235b-a22b/a100", "Qwen3-235B-A22B-Instruct-2507 on 8xA100 SXM 80GB, vLLM 0.11.0"
 )
 
 # Mean lengths from each run's published totals.
@@ -105,14 +102,10 @@ DSR1_LONG = (3995, 200)  # 1,997,530 / 100,000 over 500
 _FP8_A100 = "Qwen3-235B-A22B-Instruct-2507-FP8 (W8A16 on A100: Marlin)"
 
 
-GLM_H200 = (
-    GPUSTACK + "glm-4.6/h200 ; " + GPUSTACK_REPO + "glm-4.6/h200.md",
-    "GLM-4.6 BF16, 8xH200 TP8, vLLM 0.11.0 `vllm serve zai-org/GLM-4.6 -tp 8`",
+GLM_H200 = gpustack_page(
+    "glm-4.6/h200", "GLM-4.6 BF16, 8xH200 TP8, vLLM 0.11.0 `vllm serve zai-org/GLM-4.6 -tp 8`"
 )
-GLM_A100 = (
-    GPUSTACK + "glm-4.6/a100 ; " + GPUSTACK_REPO + "glm-4.6/a100.md",
-    "GLM-4.6-FP8 on 8xA100 SXM 80GB, vLLM 0.11.0",
-)
+GLM_A100 = gpustack_page("glm-4.6/a100", "GLM-4.6-FP8 on 8xA100 SXM 80GB, vLLM 0.11.0")
 # Mean lengths from each run's published totals.
 GLM_SHAREGPT_H200 = (214, 200)  # 214,465 in / 199,702 out over 1,000 requests
 GLM_SHAREGPT_A100 = (214, 200)  # 214,465 / 199,904 over 1,000
@@ -121,12 +114,12 @@ GLM_LONG = (4000, 200)  # 1,999,787 / 99,801 over 500
 GLM_MEDIUM = (1999, 100)  # 999,429 / 50,000 over 500
 
 
-GLM_AIR_A100 = (
-    GPUSTACK + "glm-4.5-air/a100 ; " + GPUSTACK_REPO + "glm-4.5-air/a100.md",
+GLM_AIR_A100 = gpustack_page(
+    "glm-4.5-air/a100",
     "GLM-4.5-Air BF16, 4xA100 SXM 80GB TP4, vLLM 0.11.0 `vllm serve zai-org/GLM-4.5-Air -tp 4`",
 )
-GLM_AIR_H100 = (
-    GPUSTACK + "glm-4.5-air/h100 ; " + GPUSTACK_REPO + "glm-4.5-air/h100.md",
+GLM_AIR_H100 = gpustack_page(
+    "glm-4.5-air/h100",
     "GLM-4.5-Air BF16, 4xH100 TP4, vLLM 0.11.0 `vllm serve zai-org/GLM-4.5-Air -tp 4`",
 )
 # Mean lengths from the A100 page's published totals; the H100 page's random runs are the same

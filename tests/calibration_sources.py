@@ -22,6 +22,14 @@ from serving.catalog.importer.build import import_architecture
 
 GPUSTACK = "https://docs.gpustack.ai/latest/performance-lab/"
 GPUSTACK_REPO = "github.com/gpustack/gpustack docs/performance-lab/"
+
+
+def gpustack_page(page: str, setup: str) -> tuple[str, str]:
+    """A GPUStack performance-lab page, on the docs site and in its repository, and the setup
+    its rows share: the (source, setup) a row of it starts from."""
+    return f"{GPUSTACK}{page} ; {GPUSTACK_REPO}{page}.md", setup
+
+
 VLLM_NIGHTLY = (
     "vLLM nightly performance benchmark (Buildkite builds 9555 H100, 9515 H200, 9523 A100): "
     "latency tests, batch 8, 32 in / 128 out, BF16; per step = request latency / 128"
@@ -82,18 +90,12 @@ GLM_SHAREGPT = (213, 194)  # qwen3-235b: 212,894 / 193,865 over 984
 MEDIUM = (1996, 100)  # random 2K: 998,175 in / 50,000 out over 500 requests
 VERY_LONG = (32000, 99)  # random 32K: 3,200,000 in / ~9,900 out over 100 requests
 
-Q8_H100 = (
-    GPUSTACK + "qwen3-8b/h100-latency ; " + GPUSTACK_REPO + "qwen3-8b/h100-latency.md",
+Q8_H100 = gpustack_page(
+    "qwen3-8b/h100-latency",
     "Qwen3-8B BF16, 1xH100 SXM, vLLM 0.11.0 `vllm serve Qwen/Qwen3-8B`, ShareGPT 100 prompts",
 )
-OSS120_H100 = (
-    GPUSTACK + "gpt-oss-120b/h100 ; " + GPUSTACK_REPO + "gpt-oss-120b/h100.md",
-    "gpt-oss-120b MXFP4, H100 SXM, vLLM 0.10.2",
-)
-OSS120_A100 = (
-    GPUSTACK + "gpt-oss-120b/a100 ; " + GPUSTACK_REPO + "gpt-oss-120b/a100.md",
-    "gpt-oss-120b MXFP4, A100 SXM 80GB, vLLM 0.11.0",
-)
+OSS120_H100 = gpustack_page("gpt-oss-120b/h100", "gpt-oss-120b MXFP4, H100 SXM, vLLM 0.10.2")
+OSS120_A100 = gpustack_page("gpt-oss-120b/a100", "gpt-oss-120b MXFP4, A100 SXM 80GB, vLLM 0.11.0")
 OSS20_H100 = (GPUSTACK + "gpt-oss-20b/h100", "gpt-oss-20b MXFP4, 1xH100 SXM, vLLM 0.11.0")
 OSS20_A100 = (GPUSTACK + "gpt-oss-20b/a100", "gpt-oss-20b MXFP4, 1xA100 SXM 80GB, vLLM 0.11.0")
 Q14_H100 = (GPUSTACK + "qwen3-14b/h100", "Qwen3-14B BF16, 1xH100 SXM, vLLM 0.11.0")
@@ -104,14 +106,11 @@ Q32_A100 = (
 )
 Q235_H100 = (GPUSTACK + "qwen3-235b-a22b/h100", "Qwen3-235B-A22B-2507 BF16, 8xH100 TP8, v0.11.0")
 Q235_A100 = (GPUSTACK + "qwen3-235b-a22b/a100", "Qwen3-235B-A22B-2507 BF16, 8xA100 TP8, v0.11.0")
-Q235_FP8_H100 = (
-    GPUSTACK + "qwen3-235b-a22b/h100 ; " + GPUSTACK_REPO + "qwen3-235b-a22b/h100.md",
+Q235_FP8_H100 = gpustack_page(
+    "qwen3-235b-a22b/h100",
     "Qwen3-235B-A22B-Instruct-2507-FP8 (FP8 in 128x128 blocks), H100 SXM, vLLM 0.11.0",
 )
-DSR1_H200 = (
-    GPUSTACK + "deepseek-r1/h200 ; " + GPUSTACK_REPO + "deepseek-r1/h200.md",
-    "DeepSeek-R1-0528 FP8, 8xH200 TP8, vLLM 0.11.0",
-)
+DSR1_H200 = gpustack_page("deepseek-r1/h200", "DeepSeek-R1-0528 FP8, 8xH200 TP8, vLLM 0.11.0")
 ALL_AT_ONCE = "every request sent at once (no rate limit)"
 # vLLM 0.11.0 parses the whole chat template again for every chat request: apply_hf_chat_template
 # calls resolve_chat_template_kwargs, which builds a jinja2 sandbox and runs env.parse and
