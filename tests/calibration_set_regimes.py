@@ -51,7 +51,6 @@ tests/serving/plan/test_published_measurements.py checks the rule.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from calibration_row import Row, _p
 from calibration_sources import (
@@ -59,7 +58,6 @@ from calibration_sources import (
     DSR1_H200,
     GLM_4_5_AIR,
     GLM_4_6,
-    GLM_CONTEXT,
     MEDIUM,
     OSS120_H100,
     Q14_A100,
@@ -71,6 +69,7 @@ from calibration_sources import (
     H,
     _gpustack,
     gpustack_page,
+    served,
 )
 
 Q32_H100 = gpustack_page(
@@ -132,17 +131,6 @@ AIR_MEDIUM = (1999, 100)  # 999,429 / 50,000 over 500
 # printed under "Other Benchmark Cases" are the A100 page's, byte for byte (the same durations,
 # 498.76 s for the 32K run), and disagree with the table by 2.6-3.3 times.
 _AIR_TABLE = "figure from the page's summary table"
-
-
-def _air(gpu: str, workload: tuple[int, int], **extra: Any) -> dict[str, Any]:
-    """A GLM-4.5-Air run's profile at TP4 (calibration_sources.GLM_4_5_AIR), at its default
-    context."""
-    return _p(GLM_4_5_AIR, gpu, 4, workload=workload, max_model_len=131072, **extra)
-
-
-def _glm(gpu: str, workload: tuple[int, int], **extra: Any) -> dict[str, Any]:
-    """A GLM-4.6 run's profile at TP8 (calibration_sources.GLM_4_6)."""
-    return _p(GLM_4_6, gpu, 8, workload=workload, max_model_len=GLM_CONTEXT, **extra)
 
 
 REGIME_ROWS: list[Row] = [
@@ -248,51 +236,55 @@ REGIME_ROWS: list[Row] = [
            quantization="fp8", max_model_len=40960, **A), "fit"),
     # --- GLM-4.6 BF16 on 8xH200, `vllm serve zai-org/GLM-4.6 -tp 8` -------------------------
     _gpustack(GLM_H200, f"ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps", 2907.97,
-              _glm("h200-141gb", GLM_SHAREGPT_H200, **H), "fit"),
+              served(GLM_4_6, "h200-141gb", 8, GLM_SHAREGPT_H200, **H), "fit"),
     _gpustack(GLM_H200, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}", "total_tps",
-              15066.09, _glm("h200-141gb", GLM_VERY_LONG, **H), "held"),
+              15066.09, served(GLM_4_6, "h200-141gb", 8, GLM_VERY_LONG, **H), "held"),
     _gpustack(GLM_H200, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
-              16714.91, _glm("h200-141gb", GLM_LONG, **H), "fit"),
+              16714.91, served(GLM_4_6, "h200-141gb", 8, GLM_LONG, **H), "fit"),
     _gpustack(GLM_H200, f"random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
-              17214.85, _glm("h200-141gb", GLM_MEDIUM, **H), "held"),
+              17214.85, served(GLM_4_6, "h200-141gb", 8, GLM_MEDIUM, **H), "held"),
     # --- GLM-4.6-FP8 on 8xA100, `vllm serve zai-org/GLM-4.6-FP8 -tp 8` ----------------------
     _gpustack(GLM_A100, f"`-tp 8`, ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps",
-              1345.12, _glm("a100-80gb", GLM_SHAREGPT_A100, quantization="fp8", **A), "fit"),
+              1345.12, served(GLM_4_6, "a100-80gb", 8, GLM_SHAREGPT_A100, quantization="fp8",
+                              **A), "fit"),
     _gpustack(GLM_A100, f"`-tp 8 --enable-expert-parallel`, ShareGPT 1,000 prompts, "
               f"{ALL_AT_ONCE}", "output_tps", 1305.62,
-              _glm("a100-80gb", GLM_SHAREGPT_A100, quantization="fp8", **A)
+              served(GLM_4_6, "a100-80gb", 8, GLM_SHAREGPT_A100, quantization="fp8", **A)
               | {"parallelism": {"tensor": 8, "expert": True}}, "held"),
     _gpustack(GLM_A100, f"`-tp 8 --max-num-batched-tokens 4096`, ShareGPT 1,000 prompts, "
               f"{ALL_AT_ONCE}", "output_tps", 1360.05,
-              _glm("a100-80gb", GLM_SHAREGPT_A100, quantization="fp8",
+              served(GLM_4_6, "a100-80gb", 8, GLM_SHAREGPT_A100, quantization="fp8",
                    **A | {"max_num_batched_tokens": 4096}), "fit"),
     _gpustack(GLM_A100, f"`-tp 8 --max-num-batched-tokens 8192`, ShareGPT 1,000 prompts, "
               f"{ALL_AT_ONCE}", "output_tps", 1362.78,
-              _glm("a100-80gb", GLM_SHAREGPT_A100, quantization="fp8",
+              served(GLM_4_6, "a100-80gb", 8, GLM_SHAREGPT_A100, quantization="fp8",
                    **A | {"max_num_batched_tokens": 8192}), "held"),
     _gpustack(GLM_A100, f"`-tp 8 --max-num-batched-tokens 16384`, ShareGPT 1,000 prompts, "
               f"{ALL_AT_ONCE}", "output_tps", 1359.74,
-              _glm("a100-80gb", GLM_SHAREGPT_A100, quantization="fp8",
+              served(GLM_4_6, "a100-80gb", 8, GLM_SHAREGPT_A100, quantization="fp8",
                    **A | {"max_num_batched_tokens": 16384}), "fit"),
     # --- GLM-4.5-Air BF16 on 4xA100, `vllm serve zai-org/GLM-4.5-Air -tp 4` ------------------
     _gpustack(GLM_AIR_A100, f"ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps", 1883.14,
-              _air("a100-80gb", AIR_SHAREGPT, **A), "fit"),
+              served(GLM_4_5_AIR, "a100-80gb", 4, AIR_SHAREGPT, **A), "fit"),
     _gpustack(GLM_AIR_A100, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}",
-              "total_tps", 6435.97, _air("a100-80gb", AIR_VERY_LONG, **A), "held"),
+              "total_tps", 6435.97, served(GLM_4_5_AIR, "a100-80gb", 4, AIR_VERY_LONG, **A),
+              "held"),
     _gpustack(GLM_AIR_A100, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}",
-              "total_tps", 6975.10, _air("a100-80gb", AIR_LONG, **A), "fit"),
+              "total_tps", 6975.10, served(GLM_4_5_AIR, "a100-80gb", 4, AIR_LONG, **A), "fit"),
     _gpustack(GLM_AIR_A100, f"random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}",
-              "total_tps", 8643.75, _air("a100-80gb", AIR_MEDIUM, **A), "held"),
+              "total_tps", 8643.75, served(GLM_4_5_AIR, "a100-80gb", 4, AIR_MEDIUM, **A), "held"),
     # --- GLM-4.5-Air BF16 on 4xH100, `vllm serve zai-org/GLM-4.5-Air -tp 4` ------------------
     _gpustack(GLM_AIR_H100, f"ShareGPT 1,000 prompts, {ALL_AT_ONCE}", "output_tps", 3815.71,
-              _air("h100-80gb", AIR_SHAREGPT, **H), "fit"),
+              served(GLM_4_5_AIR, "h100-80gb", 4, AIR_SHAREGPT, **H), "fit"),
     _gpustack(GLM_AIR_H100, f"random 2,000 in / 100 out, 500 prompts, {ALL_AT_ONCE}, "
-              f"{_AIR_TABLE}", "total_tps", 22582.76, _air("h100-80gb", AIR_MEDIUM, **H), "held"),
+              f"{_AIR_TABLE}", "total_tps", 22582.76,
+              served(GLM_4_5_AIR, "h100-80gb", 4, AIR_MEDIUM, **H), "held"),
     _gpustack(GLM_AIR_H100, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}, "
-              f"{_AIR_TABLE}", "total_tps", 21705.53, _air("h100-80gb", AIR_LONG, **H), "fit"),
+              f"{_AIR_TABLE}", "total_tps", 21705.53,
+              served(GLM_4_5_AIR, "h100-80gb", 4, AIR_LONG, **H), "fit"),
     _gpustack(GLM_AIR_H100, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}, "
-              f"{_AIR_TABLE}", "total_tps", 20732.85, _air("h100-80gb", AIR_VERY_LONG, **H),
-              "held"),
+              f"{_AIR_TABLE}", "total_tps", 20732.85,
+              served(GLM_4_5_AIR, "h100-80gb", 4, AIR_VERY_LONG, **H), "held"),
 ]  # fmt: skip
 
 

@@ -140,6 +140,10 @@ def test_held_back_rows_meet_the_acceptance_bars(scored: list[Scored]) -> None:
         assert _within([s for s in held if s.row.klass == klass]) >= 0.6, klass
 
 
+def _regime_held(scored: list[Scored], name: str) -> list[Scored]:
+    return [s for s in scored if s.row.part == "held" and REGIMES[name](s.row)]
+
+
 # MLA at TP8 on Hopper is DeepSeek-R1 on 8xH200 (GPUStack on vLLM 0.11, dstack on vLLM 0.7.4's
 # V0 engine), 9 of its 12 held rows within ±25% since block-FP8 experts are priced by the kernel
 # vLLM runs them on (serving.plan.speed.roofline._expert_math_flops; 8 before, its 32K-prompt
@@ -150,10 +154,6 @@ def test_held_back_rows_meet_the_acceptance_bars(scored: list[Scored]) -> None:
 # closed loop counts the preempted requests' wait as if each waited alone, and scheduler_replay
 # holds 7 to 20 times as many waiting (that run's TTFT averages 1,060 s). Every GPUStack
 # DeepSeek throughput run still reads fast (+12% to +36%).
-def _regime_held(scored: list[Scored], name: str) -> list[Scored]:
-    return [s for s in scored if s.row.part == "held" and REGIMES[name](s.row)]
-
-
 @pytest.mark.parametrize("name", list(REGIMES))
 def test_each_regime_holds_on_its_held_rows(scored: list[Scored], name: str) -> None:
     """At least 3 held rows, 70% of them within ±25% (regime_table prints them by GPU). DP+EP
