@@ -107,6 +107,14 @@ TOPOLOGY_POLICIES = [
         _verdicts("tp-heads"),
     ),
     resource_policy(
+        "topology-rayservice-fp8-blocks-whole",
+        "FP8 weights scaled in blocks are split over tensor parallelism at whole blocks only: "
+        "every rank's share of an MLP or expert width (vLLM refuses anything else at load).",
+        "Use the layout the message names, or expert parallelism for the experts; "
+        "`servestack plan` shows the same verdict.",
+        _verdicts("fp8-block-shard"),
+    ),
+    resource_policy(
         "topology-rayservice-strict-pack",
         "A tensor-parallel group that fits one node is placed STRICT_PACK; only cross-node "
         "pipeline stages may be PACK.",

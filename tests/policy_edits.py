@@ -115,7 +115,7 @@ def profile_edit(**changes: Any) -> Edit:
         annotations = inputs["metadata"]["annotations"]
         profile = json.loads(annotations[PROFILE_ANNOTATION])
         for key, value in changes.items():
-            if isinstance(value, dict):
+            if isinstance(value, dict) and isinstance(profile.get(key, {}), dict):
                 profile[key] = {**profile.get(key, {}), **value}
             else:
                 profile[key] = value

@@ -87,6 +87,19 @@ class Architecture(StrictFrozen):
         le=MAX_DIMENSION,
         description="int4 weights: how many share one scale (quantization_config's group_size).",
     )
+    weight_block: tuple[int, int] | None = Field(
+        default=None,
+        strict=False,  # a YAML or JSON profile writes the pair as a list
+        description="FP8 weights quantized in blocks of [rows, columns], one scale each "
+        "(quantization_config's weight_block_size, e.g. [128, 128]); None: per tensor or channel.",
+    )
+    dense_intermediate_size: int | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DIMENSION,
+        description="MoE models with dense layers: those layers' MLP width (config: "
+        "intermediate_size), where intermediate_size is one expert's.",
+    )
     attention: Literal["gqa", "mla"] = Field(
         default="gqa", description="gqa: grouped-query (MHA included); mla: DeepSeek's latent."
     )
@@ -166,6 +179,13 @@ class Architecture(StrictFrozen):
             raise ValueError("num_shared_experts is for mixture-of-experts models")
         if (self.weight_group_size is not None) != ("int4" in self._dtypes):
             raise ValueError("int4 weights need weight_group_size, and only they take it")
+        if self.weight_block is not None and (
+            "fp8" not in self._dtypes
+            or not all(0 < size <= MAX_DIMENSION for size in self.weight_block)
+        ):
+            raise ValueError("weight_block is for FP8 weights: two positive block sizes")
+        if self.dense_intermediate_size is not None and not self.dense_layers:
+            raise ValueError("dense_intermediate_size is for MoE models with dense_layers")
         if self.attention_layers is not None:
             self._consistent_layers(self.attention_layers)
         elif self.sliding_window_layers:

@@ -196,6 +196,10 @@ ARCHITECTURES: dict[str, Architecture] = {
             vocab_size=129280,
             max_position_embeddings=163840,
             weight_dtype="fp8",
+            # quantization_config: fp8, weight_block_size [128, 128]; the dense layers'
+            # intermediate_size 18432
+            weight_block=(128, 128),
+            dense_intermediate_size=18432,
             attention="mla",
             kv_lora_rank=512,
             qk_rope_head_dim=64,

@@ -36,6 +36,9 @@ Quantization = Literal["none", "fp8", "fp8_online"]
 KvCacheDtype = Literal["auto", "fp8"]
 Placement = Literal["auto", "STRICT_PACK", "PACK", "SPREAD", "STRICT_SPREAD"]
 
+# The blocks of Qwen's and DeepSeek's FP8 releases (quantization_config.weight_block_size), the
+# strictest scaling vLLM loads: an FP8 checkpoint servestack has not read is judged by them.
+FP8_RELEASE_BLOCK = (128, 128)
 _SERVED_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,50}[a-z0-9])?$")
 _GCS_PATH = re.compile(rf"^{re.escape(GCS_SCHEME)}[a-z0-9][a-z0-9._-]{{1,221}}[a-z0-9](/[^\s]*)?$")
 
@@ -91,7 +94,8 @@ class ModelSpec(StrictFrozen):
     )
     quantization: Quantization = Field(
         default="none",
-        description="none: as published; fp8: an FP8 checkpoint; fp8_online: quantize at load.",
+        description="none: as published; fp8: an FP8 checkpoint (judged as scaled in "
+        "128x128 blocks; import its config.json for its own); fp8_online: quantize at load.",
     )
     kv_cache_dtype: KvCacheDtype = Field(
         default="auto",
@@ -342,6 +346,17 @@ class ModelSpec(StrictFrozen):
         if self.quantization in ("fp8", "fp8_online"):
             return "fp8"
         return self.architecture.weight_dtype
+
+    @property
+    def weight_block(self) -> tuple[int, int] | None:
+        """The [rows, columns] blocks the FP8 weights are scaled in as served: the
+        architecture's, read from its config.json; for `quantization: fp8` (an FP8 checkpoint of
+        a BF16 architecture, whose config servestack has not read) FP8_RELEASE_BLOCK, so a
+        layout it might refuse is refused; none for `fp8_online`, which vLLM quantizes per
+        tensor at load."""
+        if self.quantization == "fp8":
+            return FP8_RELEASE_BLOCK
+        return self.architecture.weight_block if self.quantization == "none" else None
 
     @property
     def expert_weights_dtype(self) -> str:

@@ -40,6 +40,7 @@ from policy_edits import (
 )
 
 from policies.pack import POLICIES
+from serving import catalog
 from serving.compile.routers import ROUTER_CLASSES
 
 BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
@@ -74,6 +75,14 @@ CASES: dict[str, Case] = {
     "topology-rayservice-tp-divides-heads": Case(
         "prod", RAYSERVICE, engine_edit(tensor_parallel_size=3), pop_at("metadata", "annotations"),
         "advisory",
+    ),
+    # The prod 70B's FP8 checkpoint with an MLP one 64-row strip wider: over its 2 GPUs each
+    # shard is 14,368 rows, 112.25 blocks of 128.
+    "topology-rayservice-fp8-blocks-whole": Case(
+        "prod", RAYSERVICE,
+        profile_edit(architecture=catalog.architecture("llama-3.3-70b").model_dump(mode="json")
+                     | {"key": "inline", "intermediate_size": 28672 + 64}),
+        pop_at("metadata", "annotations"), "advisory",
     ),
     "topology-rayservice-strict-pack": Case(
         "prod", RAYSERVICE, strategy_edit("PACK"), pop_at("spec", "serveConfigV2"), "disabled"

@@ -13,6 +13,7 @@ from serving.catalog.importer.counting import (
     COUNTED_TYPES,
     VISION_TYPES,
     Counts,
+    dense_mlp_width,
     language_model,
     vision_tower,
 )
@@ -25,7 +26,7 @@ from serving.catalog.importer.layers import (
     layer_kinds,
     moe_layers,
 )
-from serving.catalog.importer.quantization import quantization_block, weight_dtypes
+from serving.catalog.importer.quantization import quantization_block, weight_block, weight_dtypes
 from serving.catalog.importer.reading import Fields, JsonFile, check_shape_fields
 from serving.catalog.importer.upstream import check_served_by_vllm, transformers_config
 from serving.catalog.models import BYTES_PER_WEIGHT, Architecture
@@ -108,6 +109,10 @@ def import_architecture(
         "weight_dtype": weight_dtype,
         "expert_weight_dtype": expert_dtype,
         "weight_group_size": group,
+        "weight_block": _weight_block(raw, file),
+        "dense_intermediate_size": (
+            dense_mlp_width(text, model_type) if experts and moe.count(False) else None
+        ),
         "attention": "mla" if mla else "gqa",
         "num_experts": experts,
         "experts_per_token": experts_per_token(text) if experts else 0,
@@ -181,6 +186,11 @@ def _shared_experts(text: Fields, model_type: str) -> int:
     if model_type == "llama4_text":
         return 1
     return 0
+
+
+def _weight_block(raw: dict[str, Any], file: str) -> tuple[int, int] | None:
+    found = quantization_block(raw)
+    return None if found is None else weight_block(found[0], file, found[1])
 
 
 def _torch_dtype(raw: dict[str, Any]) -> Any:

@@ -154,15 +154,20 @@ def moe_mlp(text: Fields, model_type: str) -> Counts:
     return Counts(router + shared + experts * one, experts * one, per_token * one)
 
 
+def dense_mlp_width(text: Fields, model_type: str) -> int:
+    """The MLP width of a layer without experts (Llama 4's intermediate_size is an expert's)."""
+    return text.whole(
+        "intermediate_size_mlp" if model_type == "llama4_text" else "intermediate_size"
+    )
+
+
 def language_model(text: Fields, model_type: str, kinds: list[str], moe: list[bool]) -> Counts:
     hidden = text.whole("hidden_size")
     vocab = text.whole("vocab_size")
     tied = text.flag("tie_word_embeddings")
     counts = Counts(vocab * hidden * (1 if tied else 2) + hidden)  # embeddings, head, final norm
     norms = (4 if model_type in FOUR_NORM_TYPES else 2) * hidden
-    dense_width = text.whole(
-        "intermediate_size_mlp" if model_type == "llama4_text" else "intermediate_size"
-    )
+    dense_width = dense_mlp_width(text, model_type)
     for kind, routed in zip(kinds, moe, strict=True):
         if kind == "mla":
             attention = mla_attention(text)

@@ -92,6 +92,42 @@ def weight_dtypes(
     )  # fmt: skip
 
 
+def weight_block(quantization: Any, file: str, field: str) -> tuple[int, int] | None:
+    """The [rows, columns] blocks an FP8 checkpoint's weights are scaled in, where vLLM reads
+    them: `weight_block_size` of an `fp8` block (Fp8Config; absent: one scale per tensor), or
+    compressed-tensors' `block_structure` of weights with the `block` strategy (llm-compressor's
+    FP8_BLOCK). None for any other scheme."""
+    method = quant_method(quantization)
+    if not isinstance(quantization, dict):
+        return None
+    if method == "fp8":
+        return _block(quantization.get("weight_block_size"), file, f"{field}.weight_block_size")
+    if method != "compressed-tensors" or not isinstance(quantization.get("config_groups"), dict):
+        return None
+    for name, group in quantization["config_groups"].items():
+        weights = group.get("weights") if isinstance(group, dict) else None
+        if isinstance(weights, dict) and weights.get("strategy") == "block":
+            where = f"{field}.config_groups.{name}.weights.block_structure"
+            return _block(weights.get("block_structure"), file, where)
+    return None
+
+
+def _block(value: Any, file: str, field: str) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_GROUP
+                   for v in value)
+    ):  # fmt: skip
+        raise ServestackError(
+            file, field, f"is {value!r}, not two positive block sizes",
+            "pass the checkpoint's published config.json (e.g. [128, 128])",
+        )  # fmt: skip
+    return value[0], value[1]
+
+
 def _int4_group(bits: Any, group: Any, file: str, prefix: str) -> int:
     if bits != 4:
         raise ServestackError(

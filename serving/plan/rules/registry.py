@@ -10,6 +10,7 @@ from serving.plan.rules import (
     does_not_fit,
     ep_on_dense,
     ep_size_indivisible,
+    fp8_block_shard,
     fp8_weight_only,
     lora_routing,
     needless_span,
@@ -31,6 +32,7 @@ RULES: tuple[Rule, ...] = (
     placement_strategy.RULE,
     ep_on_dense.RULE,
     ep_size_indivisible.RULE,
+    fp8_block_shard.RULE,
     fp8_weight_only.RULE,
     lora_routing.RULE,
 )

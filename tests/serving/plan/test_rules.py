@@ -36,6 +36,9 @@ BREAKING: dict[str, ModelSpec] = {
         machine_type="a3-highgpu-8g",
         parallelism={"tensor": 1, "data": 3, "expert": True},
     ),
+    "fp8-block-shard": spec(
+        architecture="qwen3-235b-a22b", quantization="fp8", parallelism={"tensor": 8}
+    ),
     "fp8-weight-only": spec(accelerator="a100-80gb", quantization="fp8"),
     "lora-routing": spec(
         source="gs://weights/m",
