@@ -94,8 +94,8 @@ CONSTANTS: dict[str, Constant] = {
         "Grouped expert GEMMs reach this share of the dense matmuls' efficiency, besides the "
         "rows their tiles pad (serving.plan.speed.roofline.expert_tile_efficiency)."),
     "FP8_EXPERT_MATH_SPEEDUP": Constant(1.0, 2.0,
-        "FP8 expert weights with a scale per 128x128 weight block (the format of DeepSeek-V3's, "
-        "Qwen3's and GLM's FP8 checkpoints) run vLLM's Triton fused-MoE kernel under tensor "
+        "FP8 expert weights with a scale per 128x128 weight block (the format of DeepSeek-V3's "
+        "and Qwen3's FP8 checkpoints) run vLLM's Triton fused-MoE kernel under tensor "
         "parallelism on Hopper, which gains this much over the same kernel's BF16 math, at most "
         "the 2x of FP8 tensor cores (fitted on Qwen3-235B-A22B-FP8 on H100s and DeepSeek-R1 on "
         "H200s; an A100 has no FP8 math). GPUStack's Qwen3-235B-A22B page (vLLM 0.11, H100s) "

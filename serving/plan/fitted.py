@@ -52,13 +52,13 @@ TRITON_ATTENTION_MFU = 0.127
 # tiles pad (serving.plan.speed.roofline.expert_tile_efficiency). Bounds 0.2 to 1.
 EXPERT_MFU_SHARE = 0.505
 
-# FP8 expert weights with a scale per 128x128 weight block (the format of DeepSeek-V3's, Qwen3's
-# and GLM's FP8 checkpoints) run vLLM's Triton fused-MoE kernel under tensor parallelism on Hopper,
-# which gains this much over the same kernel's BF16 math, at most the 2x of FP8 tensor cores
-# (fitted on Qwen3-235B-A22B-FP8 on H100s and DeepSeek-R1 on H200s; an A100 has no FP8 math).
-# GPUStack's Qwen3-235B-A22B page (vLLM 0.11, H100s) serves its 2K and 4K prompts 1.56-1.59 times
-# faster per GPU at FP8 on four GPUs than at BF16 on eight
-# (serving.plan.speed.roofline._expert_math_flops). Bounds 1 to 2.
+# FP8 expert weights with a scale per 128x128 weight block (the format of DeepSeek-V3's and Qwen3's
+# FP8 checkpoints) run vLLM's Triton fused-MoE kernel under tensor parallelism on Hopper, which
+# gains this much over the same kernel's BF16 math, at most the 2x of FP8 tensor cores (fitted on
+# Qwen3-235B-A22B-FP8 on H100s and DeepSeek-R1 on H200s; an A100 has no FP8 math). GPUStack's
+# Qwen3-235B-A22B page (vLLM 0.11, H100s) serves its 2K and 4K prompts 1.56-1.59 times faster per
+# GPU at FP8 on four GPUs than at BF16 on eight (serving.plan.speed.roofline._expert_math_flops).
+# Bounds 1 to 2.
 FP8_EXPERT_MATH_SPEEDUP = 1.69
 
 # The same gain for the DeepGEMM grouped GEMMs vLLM runs the experts on where DeepEP dispatches
