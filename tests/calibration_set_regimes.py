@@ -42,6 +42,14 @@ figures: the outputs printed under them are the A100 page's, copied (_AIR_TABLE)
 pages' SGLang and TensorRT-LLM runs (other engines) and the A100 page's short-prompt run, whose
 GPU work the planner puts above half the run (calibration_sources.GLM_AIR_H100_SHORT).
 
+gpt-oss-120b on one A100 came last, from the page calibration_set already reads (its ShareGPT
+runs): the six random runs it prints under "Other Benchmark Cases", the baseline `--max-model-len
+32768` and the optimized `--async-scheduling --max-num-batched-tokens 4096` each at 32K, 4K and
+2K prompts, with the 4K and 2K runs' mean TPOT. Their outputs end early (98 to 136 tokens of the
+100 or 200 asked: the requests stop at the end-of-text token), so each row takes the run's own
+mean lengths. They give the Triton attention share gpt-oss runs on below Hopper
+(fitted.TRITON_ATTENTION_MFU) a second page; gpt-oss-20b's 32K run had been its only one.
+
 The split was fixed before the constants were refitted, by one rule over runs: a run's figures
 share a part; a run calibration_set already holds keeps its part there; within each page the
 new runs, in the order the page prints them, alternate fit, held, fit, ..., the first fitted.
@@ -52,13 +60,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from calibration_row import Row, _p
+from calibration_row import ASYNC, Row, _p
 from calibration_sources import (
     ALL_AT_ONCE,
     DSR1_H200,
     GLM_4_5_AIR,
     GLM_4_6,
     MEDIUM,
+    OSS120_A100,
     OSS120_H100,
     Q14_A100,
     Q14_H100,
@@ -127,6 +136,18 @@ AIR_SHAREGPT = (214, 200)  # 214,465 in / 199,904 out over 1,000 requests (H100:
 AIR_VERY_LONG = (32000, 100)  # 3,200,000 / 9,987 over 100
 AIR_LONG = (4000, 199)  # 1,999,787 / 99,547 over 500
 AIR_MEDIUM = (1999, 100)  # 999,429 / 50,000 over 500
+# gpt-oss-120b on one A100, GPUStack's "Other Benchmark Cases" (outputs end early: the random
+# dataset's requests stop at the end-of-text token):
+OSS_A100_VERY_LONG = (32000, 100)  # 3,200,000 / 9,988 over 100 (optimized: 9,828, 98)
+OSS_A100_VERY_LONG_ASYNC = (32000, 98)
+OSS_A100_LONG = (3998, 135)  # 1,999,249 / 67,259 over 500
+OSS_A100_LONG_ASYNC = (3998, 136)  # 1,999,249 / 68,059
+OSS_A100_MEDIUM = (1998, 98)  # 999,120 / 48,981 over 500 (optimized: 49,103)
+OSS_A100 = {"max_model_len": 32768, **A}
+OSS_A100_TUNED = {"max_model_len": 32768, "max_num_seqs": 256, "max_num_batched_tokens": 4096,
+                  **ASYNC}  # fmt: skip
+_OSS_BASE = "`vllm serve openai/gpt-oss-120b --max-model-len 32768`"
+_OSS_TUNED = "`--max-model-len 32768 --async-scheduling --max-num-batched-tokens 4096`"
 # The H100 page's figures for its random runs are its summary table's: the benchmark outputs
 # printed under "Other Benchmark Cases" are the A100 page's, byte for byte (the same durations,
 # 498.76 s for the 32K run), and disagree with the table by 2.6-3.3 times.
@@ -285,6 +306,28 @@ REGIME_ROWS: list[Row] = [
     _gpustack(GLM_AIR_H100, f"random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}, "
               f"{_AIR_TABLE}", "total_tps", 20732.85,
               served(GLM_4_5_AIR, "h100-80gb", 4, AIR_VERY_LONG, **H), "held"),
+    # --- gpt-oss-120b MXFP4 on one A100, baseline then optimized --------------------------------
+    _gpustack(OSS120_A100, f"{_OSS_BASE}, random 32,000 in / 100 out, 100 prompts, "
+              f"{ALL_AT_ONCE}", "total_tps", 4337.21,
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_A100_VERY_LONG, **OSS_A100), "fit"),
+    _gpustack(OSS120_A100, f"{_OSS_BASE}, random 4,000 in / 200 out, 500 prompts, "
+              f"{ALL_AT_ONCE}", "total_tps", 7671.00,
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_A100_LONG, **OSS_A100), "held"),
+    _gpustack(OSS120_A100, f"{_OSS_BASE}, random 2,000 in / 100 out, 500 prompts, "
+              f"{ALL_AT_ONCE}", "total_tps", 8456.65,
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_A100_MEDIUM, **OSS_A100), "fit"),
+    _gpustack(OSS120_A100, f"{_OSS_TUNED}, random 32,000 in / 100 out, 100 prompts, "
+              f"{ALL_AT_ONCE}", "total_tps", 4605.91,
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_A100_VERY_LONG_ASYNC,
+                 **OSS_A100_TUNED), "held"),
+    _gpustack(OSS120_A100, f"{_OSS_TUNED}, random 4,000 in / 200 out, 500 prompts, "
+              f"{ALL_AT_ONCE}", "total_tps", 8468.21,
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_A100_LONG_ASYNC, **OSS_A100_TUNED),
+              "fit"),
+    _gpustack(OSS120_A100, f"{_OSS_TUNED}, random 2,000 in / 100 out, 500 prompts, "
+              f"{ALL_AT_ONCE}", "total_tps", 9249.89,
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_A100_MEDIUM, **OSS_A100_TUNED),
+              "held"),
 ]  # fmt: skip
 
 
@@ -316,6 +359,10 @@ MEAN_TPOT_MS: list[tuple[str, str, float]] = [
     (GLM_AIR_A100[0], "random 2,000", 204.31),
     (GLM_AIR_H100[0], "random 2,000", 125.44),
     (GLM_AIR_H100[0], "random 4,000", 82.53),
+    (OSS120_A100[0], "32768`, random 4,000", 112.18),
+    (OSS120_A100[0], "32768`, random 2,000", 131.94),
+    (OSS120_A100[0], "4096`, random 4,000", 99.77),
+    (OSS120_A100[0], "4096`, random 2,000", 117.85),
 ]
 
 
