@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from calibration_row import ASYNC, Row, _p
+from calibration_row import Row, _p
 from calibration_sources import (
     ALL_AT_ONCE,
     DSR1_H200,
@@ -69,6 +69,8 @@ from calibration_sources import (
     MEDIUM,
     OSS120_A100,
     OSS120_H100,
+    OSS_A100,
+    OSS_A100_TUNED,
     Q14_A100,
     Q14_H100,
     Q32_A100,
@@ -143,9 +145,6 @@ OSS_A100_VERY_LONG_ASYNC = (32000, 98)
 OSS_A100_LONG = (3998, 135)  # 1,999,249 / 67,259 over 500
 OSS_A100_LONG_ASYNC = (3998, 136)  # 1,999,249 / 68,059
 OSS_A100_MEDIUM = (1998, 98)  # 999,120 / 48,981 over 500 (optimized: 49,103)
-OSS_A100 = {"max_model_len": 32768, **A}
-OSS_A100_TUNED = {"max_model_len": 32768, "max_num_seqs": 256, "max_num_batched_tokens": 4096,
-                  **ASYNC}  # fmt: skip
 _OSS_BASE = "`vllm serve openai/gpt-oss-120b --max-model-len 32768`"
 _OSS_TUNED = "`--max-model-len 32768 --async-scheduling --max-num-batched-tokens 4096`"
 # The H100 page's figures for its random runs are its summary table's: the benchmark outputs

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from calibration_row import (
+    ASYNC,
     SHORT_PROMPT,
     VLLM_AMPERE,
     VLLM_HOPPER,
@@ -105,6 +106,11 @@ Q8_H100 = gpustack_page(
 )
 OSS120_H100 = gpustack_page("gpt-oss-120b/h100", "gpt-oss-120b MXFP4, H100 SXM, vLLM 0.10.2")
 OSS120_A100 = gpustack_page("gpt-oss-120b/a100", "gpt-oss-120b MXFP4, A100 SXM 80GB, vLLM 0.11.0")
+# That page's two servers on one A100: the baseline `--max-model-len 32768` and the optimized
+# `--async-scheduling --max-num-batched-tokens 4096`.
+OSS_A100 = {"max_model_len": 32768, **VLLM_AMPERE}
+OSS_A100_TUNED = {"max_model_len": 32768, "max_num_seqs": 256, "max_num_batched_tokens": 4096,
+                  **ASYNC}  # fmt: skip
 OSS20_H100 = (GPUSTACK + "gpt-oss-20b/h100", "gpt-oss-20b MXFP4, 1xH100 SXM, vLLM 0.11.0")
 OSS20_A100 = (GPUSTACK + "gpt-oss-20b/a100", "gpt-oss-20b MXFP4, 1xA100 SXM 80GB, vLLM 0.11.0")
 Q14_H100 = (GPUSTACK + "qwen3-14b/h100", "Qwen3-14B BF16, 1xH100 SXM, vLLM 0.11.0")

@@ -70,7 +70,7 @@ def import_architecture(
     if isinstance(raw.get("vision_config"), dict):
         vision = Fields(values.vision_config, file, "vision_config.", raw["vision_config"])
         counts = counts + Counts(_vision_params(vision, text))
-    weight_dtype, expert_dtype, group = _dtypes(raw, file, text.whole("hidden_size"))
+    weight_dtype, expert_dtype, group, block = _dtypes(raw, file, text.whole("hidden_size"))
     per_weight = {
         dtype: int4_bytes_per_weight(group)
         if dtype == "int4" and group
@@ -109,7 +109,7 @@ def import_architecture(
         "weight_dtype": weight_dtype,
         "expert_weight_dtype": expert_dtype,
         "weight_group_size": group,
-        "weight_block": _weight_block(raw, file),
+        "weight_block": block,
         "dense_intermediate_size": (
             dense_mlp_width(text, model_type) if experts and moe.count(False) else None
         ),
@@ -188,17 +188,15 @@ def _shared_experts(text: Fields, model_type: str) -> int:
     return 0
 
 
-def _weight_block(raw: dict[str, Any], file: str) -> tuple[int, int] | None:
-    found = quantization_block(raw)
-    return None if found is None else weight_block(found[0], file, found[1])
-
-
 def _torch_dtype(raw: dict[str, Any]) -> Any:
     return raw.get("torch_dtype", raw.get("dtype"))
 
 
-def _dtypes(raw: dict[str, Any], file: str, hidden_size: int) -> tuple[str, str | None, int | None]:
-    """(weights, experts) dtypes as published, and an int4 checkpoint's group size."""
+def _dtypes(
+    raw: dict[str, Any], file: str, hidden_size: int
+) -> tuple[str, str | None, int | None, tuple[int, int] | None]:
+    """(weights, experts) dtypes as published, an int4 checkpoint's group size and an FP8
+    checkpoint's scale blocks."""
     found = quantization_block(raw)
     if found is None:
         dtype = _torch_dtype(raw)
@@ -208,6 +206,7 @@ def _dtypes(raw: dict[str, Any], file: str, hidden_size: int) -> tuple[str, str 
                 "use bfloat16, float16 or float32 weights, or a quantized checkpoint that "
                 "declares itself in quantization_config",
             )  # fmt: skip
-        return "bf16", None, None
+        return "bf16", None, None, None
     quantization, field = found
-    return weight_dtypes(quantization, file, field, row_width=hidden_size)
+    weights, experts, group = weight_dtypes(quantization, file, field, row_width=hidden_size)
+    return weights, experts, group, weight_block(quantization, file, field)
