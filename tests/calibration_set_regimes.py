@@ -71,11 +71,13 @@ from calibration_sources import (
     OSS120_H100,
     OSS_A100,
     OSS_A100_TUNED,
+    OSS_MEDIUM,
     Q14_A100,
     Q14_H100,
     Q32_A100,
     Q235_FP8_H100,
     Q235_H100,
+    Q235_VERY_LONG,
     A,
     H,
     _gpustack,
@@ -94,7 +96,6 @@ Q235_A100_PAGE = gpustack_page(
 Q32_H100_SHAREGPT = (217, 201)  # 217,393 in / 201,422 out over 1,000 requests
 Q32_H100_VERY_LONG = (32000, 77)  # 3,200,000 / 7,681 over 100
 LONG_200 = (3996, 200)  # random 4K: 1,997,942 in / 99,790-99,893 out over 500 requests
-Q235_A100_VERY_LONG = (32000, 82)  # 3,200,000 / 8,191 over 100
 Q235_A100_LONG = (3996, 183)  # 1,997,942 / 91,352 over 500
 Q235_A100_MEDIUM = (1996, 99)  # 998,175 / 49,632 over 500
 Q235_A100_FP8_SHAREGPT_TP8_EP = (217, 197)  # 217,393 / 196,648 over 1,000
@@ -144,7 +145,6 @@ OSS_A100_VERY_LONG = (32000, 100)  # 3,200,000 / 9,988 over 100 (optimized: 9,82
 OSS_A100_VERY_LONG_ASYNC = (32000, 98)
 OSS_A100_LONG = (3998, 135)  # 1,999,249 / 67,259 over 500
 OSS_A100_LONG_ASYNC = (3998, 136)  # 1,999,249 / 68,059
-OSS_A100_MEDIUM = (1998, 98)  # 999,120 / 48,981 over 500 (optimized: 49,103)
 _OSS_BASE = "`vllm serve openai/gpt-oss-120b --max-model-len 32768`"
 _OSS_TUNED = "`--max-model-len 32768 --async-scheduling --max-num-batched-tokens 4096`"
 # The H100 page's figures for its random runs are its summary table's: the benchmark outputs
@@ -176,9 +176,9 @@ REGIME_ROWS: list[Row] = [
     _gpustack(Q14_A100, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
               5153.42,
               _p("qwen3-14b", "a100-80gb", workload=LONG_200, max_model_len=40960, **A), "fit"),
-    _gpustack(Q32_A100, f"random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}", "total_tps",
-              1837.08,
-              _p("qwen3-32b", "a100-80gb", workload=LONG_200, max_model_len=32768, **A), "fit"),
+    _gpustack(Q32_A100, f"`vllm serve Qwen/Qwen3-32B`, random 4,000 in / 200 out, 500 prompts, "
+              f"{ALL_AT_ONCE}", "total_tps", 1837.08,
+              _p("qwen3-32b", "a100-80gb", workload=LONG_200, max_model_len=40960, **A), "fit"),
     _gpustack(DSR1_H200, f"`-tp 8`, random 4,000 in / 200 out, 500 prompts, {ALL_AT_ONCE}",
               "total_tps", 15808.55,
               _p("deepseek-v3", "h200-141gb", 8, workload=DSR1_LONG, max_model_len=32768, **H),
@@ -208,7 +208,7 @@ REGIME_ROWS: list[Row] = [
         Q235_A100_PAGE,
         f"BF16 `-tp 8`, random 32,000 in / 100 out, 100 prompts, {ALL_AT_ONCE}",
         "total_tps", 6657.49,
-        _p("qwen3-235b-a22b", "a100-80gb", 8, workload=Q235_A100_VERY_LONG,
+        _p("qwen3-235b-a22b", "a100-80gb", 8, workload=Q235_VERY_LONG,
            max_model_len=40960, **A), "held"),
     _gpustack(
         Q235_A100_PAGE,
@@ -314,7 +314,7 @@ REGIME_ROWS: list[Row] = [
               _p("gpt-oss-120b", "a100-80gb", workload=OSS_A100_LONG, **OSS_A100), "held"),
     _gpustack(OSS120_A100, f"{_OSS_BASE}, random 2,000 in / 100 out, 500 prompts, "
               f"{ALL_AT_ONCE}", "total_tps", 8456.65,
-              _p("gpt-oss-120b", "a100-80gb", workload=OSS_A100_MEDIUM, **OSS_A100), "fit"),
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_MEDIUM, **OSS_A100), "fit"),
     _gpustack(OSS120_A100, f"{_OSS_TUNED}, random 32,000 in / 100 out, 100 prompts, "
               f"{ALL_AT_ONCE}", "total_tps", 4605.91,
               _p("gpt-oss-120b", "a100-80gb", workload=OSS_A100_VERY_LONG_ASYNC,
@@ -325,7 +325,7 @@ REGIME_ROWS: list[Row] = [
               "fit"),
     _gpustack(OSS120_A100, f"{_OSS_TUNED}, random 2,000 in / 100 out, 500 prompts, "
               f"{ALL_AT_ONCE}", "total_tps", 9249.89,
-              _p("gpt-oss-120b", "a100-80gb", workload=OSS_A100_MEDIUM, **OSS_A100_TUNED),
+              _p("gpt-oss-120b", "a100-80gb", workload=OSS_MEDIUM, **OSS_A100_TUNED),
               "held"),
 ]  # fmt: skip
 

@@ -93,12 +93,20 @@ def served(
 QWEN_SHAREGPT = (217, 202)  # 217,393 in / ~201,600 out over 1,000 requests
 QWEN_SHAREGPT_100 = (233, 221)  # 23,260 / 22,061 over 100 requests (latency runs)
 OSS_SHAREGPT = (215, 196)  # 215,312 / ~196,000 over 1,000
+OSS20_SHAREGPT_H100 = (215, 194)  # gpt-oss-20b on an H100: 215,312 / 193,979
 OSS_SHAREGPT_100 = (229, 217)  # 22,946 / 21,691 over 100
 DSR1_SHAREGPT = (219, 201)  # 219,171 / 200,752 over 1,000
 DSR1_SHAREGPT_100 = (228, 213)  # 22,836 / 21,338 over 100
-GLM_SHAREGPT = (213, 194)  # qwen3-235b: 212,894 / 193,865 over 984
+Q235_SHAREGPT = (216, 197)  # qwen3-235b on H100s: 212,894 / 193,865 over 984
+Q235_A100_SHAREGPT = (217, 196)  # qwen3-235b on A100s: 217,393 / 196,004 over 1,000
 MEDIUM = (1996, 100)  # random 2K: 998,175 in / 50,000 out over 500 requests
 VERY_LONG = (32000, 99)  # random 32K: 3,200,000 in / ~9,900 out over 100 requests
+# Runs whose outputs end earlier than the rows above (the model's end-of-text token):
+OSS_MEDIUM = (1998, 98)  # gpt-oss's tokenizer: 999,120 in / 48,981-49,197 out over 500
+Q235_MEDIUM = (1996, 99)  # qwen3-235b BF16 on H100s: 998,175 / 49,500
+Q235_VERY_LONG = (32000, 82)  # qwen3-235b BF16, H100s and A100s alike: 3,200,000 / 8,191
+Q32_A100_VERY_LONG = (32000, 77)  # qwen3-32b on an A100: 3,200,000 / 7,699
+OSS20_A100_VERY_LONG = (32000, 95)  # gpt-oss-20b on an A100: 3,200,000 / 9,533
 
 Q8_H100 = gpustack_page(
     "qwen3-8b/h100-latency",
@@ -115,10 +123,7 @@ OSS20_H100 = (GPUSTACK + "gpt-oss-20b/h100", "gpt-oss-20b MXFP4, 1xH100 SXM, vLL
 OSS20_A100 = (GPUSTACK + "gpt-oss-20b/a100", "gpt-oss-20b MXFP4, 1xA100 SXM 80GB, vLLM 0.11.0")
 Q14_H100 = (GPUSTACK + "qwen3-14b/h100", "Qwen3-14B BF16, 1xH100 SXM, vLLM 0.11.0")
 Q14_A100 = (GPUSTACK + "qwen3-14b/a100", "Qwen3-14B BF16, 1xA100 SXM 80GB, vLLM 0.11.0")
-Q32_A100 = (
-    GPUSTACK + "qwen3-32b/a100",
-    "Qwen3-32B BF16, 1xA100 SXM 80GB, vLLM 0.11.0 --max-model-len 32768",
-)
+Q32_A100 = (GPUSTACK + "qwen3-32b/a100", "Qwen3-32B BF16, 1xA100 SXM 80GB, vLLM 0.11.0")
 Q235_H100 = (GPUSTACK + "qwen3-235b-a22b/h100", "Qwen3-235B-A22B-2507 BF16, 8xH100 TP8, v0.11.0")
 Q235_A100 = (GPUSTACK + "qwen3-235b-a22b/a100", "Qwen3-235B-A22B-2507 BF16, 8xA100 TP8, v0.11.0")
 Q235_FP8_H100 = gpustack_page(
