@@ -114,9 +114,9 @@ _FP8_A100 = "Qwen3-235B-A22B-Instruct-2507-FP8 (W8A16 on A100: Marlin)"
 
 
 GLM_H200 = gpustack_page(
-    "glm-4.6/h200", "GLM-4.6 BF16, 8xH200 TP8, vLLM 0.11.0 `vllm serve zai-org/GLM-4.6 -tp 8`"
+    "glm-4.x/h200", "GLM-4.6 BF16, 8xH200 TP8, vLLM 0.11.0 `vllm serve zai-org/GLM-4.6 -tp 8`"
 )
-GLM_A100 = gpustack_page("glm-4.6/a100", "GLM-4.6-FP8 on 8xA100 SXM 80GB, vLLM 0.11.0")
+GLM_A100 = gpustack_page("glm-4.x/a100", "GLM-4.6-FP8 on 8xA100 SXM 80GB, vLLM 0.11.0")
 # Mean lengths from each run's published totals.
 GLM_SHAREGPT_H200 = (214, 200)  # 214,465 in / 199,702 out over 1,000 requests
 GLM_SHAREGPT_A100 = (214, 200)  # 214,465 / 199,904 over 1,000
