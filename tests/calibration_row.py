@@ -20,9 +20,12 @@ Engine = Literal["v0", "v1"]
 # A100 get max_num_seqs 1024 and max_num_batched_tokens 8192; others 256 and 2048.
 VLLM_HOPPER = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
 VLLM_AMPERE = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
-# vLLM schedules synchronously unless a run passes --async-scheduling; a profile switches async
-# scheduling with the Ray V2 executor (serving.catalog.fast_paths), which every row sets as
-# published.
+# vLLM before 0.14 schedules synchronously unless a run passes --async-scheduling; from 0.14 on,
+# async scheduling is on unless something rules it out (vllm/config/vllm.py, VllmConfig: an
+# unset async_scheduling becomes True with the multiprocessing or single-process executor,
+# False only for pooling models, some speculative decoding, or an executor without it, as vLLM
+# 0.22's V1 Ray executor). A profile switches async scheduling with the Ray V2 executor
+# (serving.catalog.fast_paths), which every row sets as its version ran.
 SYNC = {"fast_paths": {"ray_v2_executor": False}}
 ASYNC = {"fast_paths": {"ray_v2_executor": True}}
 

@@ -107,9 +107,10 @@ continue the same page; fit, held for the DP-aware guide; fit for the later guid
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from calibration_row import VLLM_HOPPER, Part, Row, _p
+from calibration_row import ASYNC, VLLM_HOPPER, Part, Row, _p
 
 WIDE_EP = (
     "https://llm-d.ai/blog/llm-d-v0.3-expanded-hardware-faster-perf-and-igw-ga#wide-ep-performance"
@@ -208,30 +209,36 @@ EP16_BATCH_PER_RANK = 2048 // 16
 
 
 def _ep16_decode(
-    source: str, where: str, output_per_s: float, input_per_s: float, requests_per_s: float,
-    engine_args: dict[str, Any], part: Part, **serving: int,
+    source: str, where: str, build: str, output_per_s: float, input_per_s: float,
+    requests_per_s: float, engine_args: dict[str, Any], part: Part, **serving: int,
 ) -> Row:  # fmt: skip
     """A decode worker of DP 16 at EP 16 holding 128 requests a rank, from the run's totals."""
     lengths = (round(input_per_s / requests_per_s), round(output_per_s / requests_per_s))
     setup = (
-        f"DeepSeek-R1-0528 FP8 on 32 H200s ({where}), P/D disaggregated, decode DP 16 + EP 16 at "
+        f"DeepSeek-R1-0528 FP8 on 32 H200s ({where}; {build}), P/D disaggregated, decode DP 16 + "
+        f"EP 16 at "
         f"TP 1 (2 nodes of 8); 2,048 concurrent requests, 2K in / 2K out; {output_per_s:,.0f} "
         f"output tokens/s over 16 decode GPUs at {requests_per_s} requests/s, as the mean "
         f"decode step of {EP16_BATCH_PER_RANK} sequences"
     )
-    return _dp_ep_decode(source, setup, 16, EP16_BATCH_PER_RANK, output_per_s / 16, lengths,
-                         engine_args, part, **serving)  # fmt: skip
+    row = _dp_ep_decode(source, setup, 16, EP16_BATCH_PER_RANK, output_per_s / 16, lengths,
+                        engine_args, part, **serving)  # fmt: skip
+    # Both guides' builds are vLLM 0.14 or later, which schedules asynchronously unless told not
+    # to (calibration_row.ASYNC); neither manifest turns it off.
+    return replace(row, profile=row.profile | ASYNC)
 
 
 _DP_AWARE_ARGS = {"all2all_backend": "deepep_low_latency"}
+# llm-d-cuda v0.7.0 (2026) builds a vLLM of 0.14 or later; which one, its guide does not say.
+_DP_AWARE_BUILD = "llm-d-cuda v0.7.0, vLLM 0.14 or later"
 _GUIDE_ARGS = {"enable_dbo": True, "all2all_backend": "deepep_low_latency"}
 
 WIDE_EP_ROWS += [
     # The DP-aware guide, in its order: CoreWeave's DP-supervisor column, then GKE's.
-    _ep16_decode(DP_AWARE, "CoreWeave, InfiniBand", 27853, 29329, 14.33, _DP_AWARE_ARGS,
-                 "fit", context=65536),
-    _ep16_decode(DP_AWARE, "GKE, RoCE", 23246, 25106, 12.27, _DP_AWARE_ARGS, "held",
-                 context=65536),
-    _ep16_decode(WIDE_EP_GUIDE, "CoreWeave, InfiniBand", 25176, 25122, 12.6, _GUIDE_ARGS, "fit",
-                 max_num_seqs=256, max_num_batched_tokens=256),
+    _ep16_decode(DP_AWARE, "CoreWeave, InfiniBand", _DP_AWARE_BUILD, 27853, 29329, 14.33,
+                 _DP_AWARE_ARGS, "fit", context=65536),
+    _ep16_decode(DP_AWARE, "GKE, RoCE", _DP_AWARE_BUILD, 23246, 25106, 12.27, _DP_AWARE_ARGS,
+                 "held", context=65536),
+    _ep16_decode(WIDE_EP_GUIDE, "CoreWeave, InfiniBand", "llm-d's vLLM 0.23 build", 25176,
+                 25122, 12.6, _GUIDE_ARGS, "fit", max_num_seqs=256, max_num_batched_tokens=256),
 ]  # fmt: skip

@@ -32,7 +32,8 @@ def gpustack_page(page: str, setup: str) -> tuple[str, str]:
 
 
 VLLM_NIGHTLY = (
-    "vLLM nightly performance benchmark (Buildkite builds 9555 H100, 9515 H200, 9523 A100): "
+    "vLLM nightly performance benchmark (Buildkite builds 9555 H100, 9515 H200, 9523 A100, of "
+    "October 2024: vLLM 0.6, the V0 engine; build 9515 is the run vLLM PR #9768 links): "
     "latency tests, batch 8, 32 in / 128 out, BF16; per step = request latency / 128"
 )
 NIM = (
@@ -44,8 +45,10 @@ TRTLLM = (
     "performance.md — batch-1 first-token latency, Llama-2-70B (engine level, no server)"
 )
 BLOG = (
-    "J. Musgrave, 'vLLM throughput-latency sweep on NVIDIA A100': vLLM, Llama-3.1-8B BF16, "
-    "1xA100-40GB, concurrency 1, 1024 in / 128 out, about 75 tokens/s"
+    "J. Musgrave, 'vLLM throughput-latency sweep on NVIDIA A100' "
+    "(https://johnmusgrave.com/p/vllm-throughput-latency-sweep-on): vLLM 0.23.0 `vllm serve` "
+    "(async scheduling on by default), Llama-3.1-8B BF16, 1xA100-40GB, concurrency 1, 1024 in / "
+    "128 out, about 75 tokens/s"
 )
 
 # Llama-2-70B is not in the catalog; its published config.json, inline.
