@@ -216,10 +216,9 @@ def _ep16_decode(
     lengths = (round(input_per_s / requests_per_s), round(output_per_s / requests_per_s))
     setup = (
         f"DeepSeek-R1-0528 FP8 on 32 H200s ({where}; {build}), P/D disaggregated, decode DP 16 + "
-        f"EP 16 at "
-        f"TP 1 (2 nodes of 8); 2,048 concurrent requests, 2K in / 2K out; {output_per_s:,.0f} "
-        f"output tokens/s over 16 decode GPUs at {requests_per_s} requests/s, as the mean "
-        f"decode step of {EP16_BATCH_PER_RANK} sequences"
+        f"EP 16 at TP 1 (2 nodes of 8); 2,048 concurrent requests, 2K in / 2K out; "
+        f"{output_per_s:,.0f} output tokens/s over 16 decode GPUs at {requests_per_s} "
+        f"requests/s, as the mean decode step of {EP16_BATCH_PER_RANK} sequences"
     )
     row = _dp_ep_decode(source, setup, 16, EP16_BATCH_PER_RANK, output_per_s / 16, lengths,
                         engine_args, part, **serving)  # fmt: skip
