@@ -107,10 +107,9 @@ continue the same page; fit, held for the DP-aware guide; fit for the later guid
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from calibration_row import ASYNC, VLLM_HOPPER, Part, Row, _p
+from calibration_row import ASYNC, SYNC, VLLM_HOPPER, Part, Row, _p
 
 WIDE_EP = (
     "https://llm-d.ai/blog/llm-d-v0.3-expanded-hardware-faster-perf-and-igw-ga#wide-ep-performance"
@@ -131,11 +130,12 @@ _ENGINE_ARGS = {"enable_dbo": True, "all2all_backend": "deepep_low_latency"}
 
 def _dp_ep_profile(
     ranks: int, lengths: tuple[int, int], engine_args: dict[str, Any], context: int = _CONTEXT,
-    **serving: int,
+    scheduling: dict[str, Any] = SYNC, **serving: int,
 ) -> dict[str, Any]:  # fmt: skip
-    """DeepSeek-R1 on `ranks` H200s at DP = EP, TP 1, vLLM's Hopper defaults."""
+    """DeepSeek-R1 on `ranks` H200s at DP = EP, TP 1, vLLM's Hopper defaults, scheduled as the
+    run's vLLM did (`scheduling`: calibration_row.SYNC or ASYNC)."""
     profile = _p("deepseek-v3", "h200-141gb", 1, workload=lengths, max_model_len=context,
-                 engine_args=engine_args, **(VLLM_HOPPER | serving))  # fmt: skip
+                 engine_args=engine_args, **scheduling, **(VLLM_HOPPER | serving))  # fmt: skip
     profile["parallelism"] = {"tensor": 1, "data": ranks, "expert": True}
     return profile
 
@@ -143,11 +143,11 @@ def _dp_ep_profile(
 def _dp_ep_decode(
     source: str, setup: str, ranks: int, batch: int, tokens_per_s_per_gpu: float,
     lengths: tuple[int, int], engine_args: dict[str, Any], part: Part,
-    context: int = _CONTEXT, **serving: int,
+    context: int = _CONTEXT, scheduling: dict[str, Any] = SYNC, **serving: int,
 ) -> Row:  # fmt: skip
     """DeepSeek-R1 decoding on `ranks` H200s at DP = EP, TP 1, `batch` requests a rank: a row
     at the mean decode step, batch / (output tokens/s per GPU)."""
-    profile = _dp_ep_profile(ranks, lengths, engine_args, context, **serving)
+    profile = _dp_ep_profile(ranks, lengths, engine_args, context, scheduling, **serving)
     step_ms = 1e3 * batch / tokens_per_s_per_gpu
     return Row(source, setup, "tpot", step_ms, profile, part, batch=batch)
 
@@ -220,15 +220,15 @@ def _ep16_decode(
         f"{output_per_s:,.0f} output tokens/s over 16 decode GPUs at {requests_per_s} "
         f"requests/s, as the mean decode step of {EP16_BATCH_PER_RANK} sequences"
     )
-    row = _dp_ep_decode(source, setup, 16, EP16_BATCH_PER_RANK, output_per_s / 16, lengths,
-                        engine_args, part, **serving)  # fmt: skip
     # Both guides' builds are vLLM 0.14 or later, which schedules asynchronously unless told not
     # to (calibration_row.ASYNC); neither manifest turns it off.
-    return replace(row, profile=row.profile | ASYNC)
+    return _dp_ep_decode(source, setup, 16, EP16_BATCH_PER_RANK, output_per_s / 16, lengths,
+                         engine_args, part, scheduling=ASYNC, **serving)  # fmt: skip
 
 
 _DP_AWARE_ARGS = {"all2all_backend": "deepep_low_latency"}
-# llm-d-cuda v0.7.0 (2026) builds a vLLM of 0.14 or later; which one, its guide does not say.
+# llm-d-cuda v0.7.0's vLLM: its guide does not say; a third-party evaluation of llm-d v0.7.0
+# lists "vLLM 0.19.1 (bundled in llm-d-cuda:v0.7.0)". Either way 0.14 or later.
 _DP_AWARE_BUILD = "llm-d-cuda v0.7.0, vLLM 0.14 or later"
 _GUIDE_ARGS = {"enable_dbo": True, "all2all_backend": "deepep_low_latency"}
 
