@@ -30,9 +30,11 @@ depends on it).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +49,7 @@ from calibration_score import measured_bands, regime_table, score, table  # noqa
 from calibration_set import ROWS  # noqa: E402
 
 from serving.plan import fitted  # noqa: E402
+from serving.plan.accuracy import exercised  # noqa: E402
 from serving.plan.speed import prefill  # noqa: E402
 
 FITTED = ROOT / "serving" / "plan" / "fitted.py"
@@ -244,6 +247,18 @@ def error_bands_module() -> str:
             if band is not None:
                 figures = (band.points, band.median, band.band, band.worst)
                 out.append(f'    ({is_moe}, "{phase}"): {figures!r},')
+    out += [
+        "}",
+        "",
+        "# What the held-back runs exercised (serving.plan.accuracy.exercised) -> how many did.",
+        "MEASURED_FEATURES: dict[str, int] = {",
+    ]
+    runs: Counter[str] = Counter()
+    for row in ROWS:
+        if row.part == "held":
+            spec = row.spec()
+            runs.update(exercised(spec, spec.parallelism))
+    out += [f"    {json.dumps(feature)}: {count}," for feature, count in sorted(runs.items())]
     return "\n".join([*out, "}"]) + "\n"
 
 

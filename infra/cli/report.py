@@ -11,7 +11,7 @@ from rich.text import Text
 from infra.cli.report_measured import print_assumed_hit_rate, print_calibration
 from serving.catalog import GIB, MACHINE_TYPES, PRICES_AS_OF, SPOT_PRICES_AS_OF
 from serving.catalog.consumption import ConsumptionMode
-from serving.plan.accuracy import Phase, error_band
+from serving.plan.accuracy import MIN_MEASURING_RUNS, Phase, error_band
 from serving.plan.memory import MemoryBreakdown
 from serving.plan.planner import GroupPlan, Plan
 from serving.recommend.shortlist import Shortlist
@@ -153,14 +153,19 @@ def print_plan(console: Console, spec: ModelSpec, plan: Plan) -> None:
         if len(plan.groups) > 1:
             console.print(f"[bold]{group.role}[/]")
         console.print(_group_table(group))
-    print_error_bands(console, spec)
+    calibrated = plan.calibration is not None and plan.calibration.applied
+    print_error_bands(console, spec, plan.beyond_measured, calibrated)
     print_calibration(console, plan)
     print_verdicts(console, plan)
     console.print()
 
 
-def print_error_bands(console: Console, spec: ModelSpec) -> None:
-    """What the planner's estimates for this kind of model measurably miss by."""
+def print_error_bands(
+    console: Console, spec: ModelSpec, beyond: list[str], calibrated: bool = False
+) -> None:
+    """What the planner's estimates for this kind of model measurably miss by, and what of
+    this plan the measurement did not cover (`beyond`: Plan.beyond_measured), which a
+    calibration record measured on the deployment itself (`calibrated`) has measured instead."""
     kind = "MoE" if spec.architecture.is_moe else "dense"
     console.print(
         f"measured error of the estimates for {kind} models, against held-back published vLLM "
@@ -173,6 +178,18 @@ def print_error_bands(console: Console, spec: ModelSpec) -> None:
     for phase, shown in shown_as:
         band = error_band(spec.architecture.is_moe, phase)
         console.print(f"  {shown}: {band.describe()}", style="dim", highlight=False)
+    if beyond:
+        console.print(
+            f"  not covered: fewer than {MIN_MEASURING_RUNS} of those runs exercised "
+            f"{'; '.join(beyond)}; "
+            + (
+                "the calibration of the deployed service below measured it"
+                if calibrated
+                else "the estimates extrapolate there"
+            ),
+            style="dim" if calibrated else "yellow",
+            highlight=False,
+        )
 
 
 def print_verdicts(console: Console, plan: Plan, prefix: str = "") -> None:
@@ -211,6 +228,14 @@ def print_recommendation(
         )
     else:
         console.print(Text("no recommendation", style="bold red"), highlight=False)
+    if winner is not None and winner.beyond_measured:
+        console.print(
+            f"its estimates rest on what too few published runs measured "
+            f"({'; '.join(winner.beyond_measured)}): its cost is an extrapolation; "
+            "measure it (`servestack bench --url`) before buying on it",
+            style="yellow",
+            highlight=False,
+        )
     console.print(Text.assemble(("why: ", "bold"), answer.why), highlight=False)
     if answer.changes:
         console.print(Text("what would change it:", style="bold"), highlight=False)
@@ -290,6 +315,12 @@ def print_init(console: Console, written: Initialized, stack: str) -> None:
         + ("" if choice.meets_targets else " — misses the default latency targets"),
         highlight=False,
     )
+    if choice.beyond_measured:
+        console.print(
+            f"  beyond the measured runs: {'; '.join(choice.beyond_measured)} (an extrapolation)",
+            style="yellow",
+            highlight=False,
+        )
     console.print(
         f"next: servestack plan {stack} --model {written.spec.name}; servestack preview {stack}",
         highlight=False,

@@ -1,5 +1,6 @@
 """The planner's pages' tables: its error against the held-back published runs (scored by
-tests/calibration_score.py over tests/calibration_set.py), the autoscaling knobs it derives
+tests/calibration_score.py over tests/calibration_set.py) and what those runs exercised
+(serving.plan.error_bands.MEASURED_FEATURES), the autoscaling knobs it derives
 for every shipped profile (`serving.compile.autoscaling.knobs_table`), and the $ per million
 output tokens at each step of every shipped stack's capacity chains
 (`infra.platform.chain_costs`), with the date of the prices."""
@@ -19,6 +20,17 @@ def planner_regimes_table() -> str:
     from calibration_score import readme_regime_table
 
     return readme_regime_table()
+
+
+def planner_coverage_table() -> str:
+    from serving.plan.accuracy import MIN_MEASURING_RUNS
+    from serving.plan.error_bands import MEASURED_FEATURES
+
+    rows = ["| what an estimate rests on | held-back runs | covered |", "| --- | ---: | --- |"]
+    for feature, runs in sorted(MEASURED_FEATURES.items()):
+        covered = "yes" if runs >= MIN_MEASURING_RUNS else f"no (fewer than {MIN_MEASURING_RUNS})"
+        rows.append(f"| {feature} | {runs} | {covered} |")
+    return "\n".join(rows)
 
 
 def autoscaling_table() -> str:
@@ -72,6 +84,7 @@ def chain_costs_table() -> str:
 REGIONS: dict[str, Maker] = {
     "planner-error": anywhere(planner_error_table),
     "planner-regimes": anywhere(planner_regimes_table),
+    "planner-coverage": anywhere(planner_coverage_table),
     "autoscaling": anywhere(autoscaling_table),
     "chain-costs": anywhere(chain_costs_table),
 }

@@ -17,3 +17,27 @@ MEASURED: dict[tuple[bool, str], tuple[int, float, float, float]] = {
     (False, "saturation"): (7, 0.12, 0.21, 0.29),
     (True, "saturation"): (30, 0.1, 0.21, 0.34),
 }
+
+# What the held-back runs exercised (serving.plan.accuracy.exercised) -> how many did.
+MEASURED_FEATURES: dict[str, int] = {
+    "Ampere GPUs": 30,
+    "Hopper GPUs": 45,
+    "attention sinks on Ampere": 8,
+    "attention sinks on Hopper": 6,
+    "bf16 experts on Ampere": 7,
+    "bf16 experts on Hopper": 10,
+    "bf16 weights on Ampere": 24,
+    "bf16 weights on Hopper": 26,
+    "fp8 experts on Ampere": 6,
+    "fp8 experts on Hopper": 16,
+    "fp8 weights on Ampere": 6,
+    "fp8 weights on Hopper": 19,
+    "full attention on Ampere": 30,
+    "full attention on Hopper": 29,
+    "latent attention (MLA) on Hopper": 16,
+    "mxfp4 experts on Ampere": 8,
+    "mxfp4 experts on Hopper": 6,
+    "prefix-cache hits": 1,
+    "sliding-window attention on Ampere": 8,
+    "sliding-window attention on Hopper": 6,
+}

@@ -15,7 +15,7 @@ from pydantic import Field, computed_field
 from serving.catalog import GIB
 from serving.frozen import Frozen
 from serving.plan import calibrated, lora
-from serving.plan.accuracy import error_band
+from serving.plan.accuracy import beyond_measured, error_band
 from serving.plan.calibrated import CalibrationNote
 from serving.plan.collectives import ALLTOALL_LATENCY_S, alltoall_bytes_per_rank, alltoall_s
 from serving.plan.cost import replica_share
@@ -128,6 +128,12 @@ class Plan(Frozen):
         description="The planner's measured error for this kind of model, by estimate "
         "(decode, ttft, saturation): |estimate / published - 1| that 80% of held-back published "
         "vLLM runs stay within (serving.plan.accuracy)."
+    )
+    beyond_measured: list[str] = Field(
+        default_factory=list,
+        description="What the estimates rest on that too few held-back published runs "
+        "exercised for `measured_error` to cover it (serving.plan.accuracy.beyond_measured): "
+        "a Blackwell GPU, int4 weights, linear or sparse attention, a pipeline, say.",
     )
     calibration: CalibrationNote | None = Field(
         default=None,
@@ -245,5 +251,6 @@ def plan(
             phase: error_band(spec.architecture.is_moe, phase).band
             for phase in ("decode", "ttft", "saturation")
         },
+        beyond_measured=beyond_measured(spec, (g.parallelism for g in groups)),
         calibration=(calibrated.note(calibration, why_not) if calibration is not None else None),
     )

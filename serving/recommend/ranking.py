@@ -71,6 +71,11 @@ class Candidate(Frozen):
         "spot, flex_start, reservation); None where the machine type is not sold so or no "
         "price is known.",
     )
+    beyond_measured: list[str] = Field(
+        default_factory=list,
+        description="What this candidate's estimates rest on that the planner's measured error "
+        "does not cover (Plan.beyond_measured): its cost is an extrapolation there.",
+    )
     calibrated_by: str | None = Field(
         default=None,
         description="The bench run (bench.json) whose calibration record scaled this "
@@ -193,6 +198,8 @@ def recommend(
                 f"{item.machine.gpu_network}"
                 + ("" if NODE_POOLS_ATTACH_GPU_NETWORK else " (node pools do not attach it yet)")
             )
+        if item.plan.beyond_measured:
+            reason += f"; beyond the measured runs: {', '.join(item.plan.beyond_measured)}"
         candidates.append(
             Candidate(
                 rank=rank,
@@ -207,6 +214,7 @@ def recommend(
                 output_tokens_per_s=item.plan.output_tokens_per_s,
                 tie=tie,
                 reason=reason,
+                beyond_measured=item.plan.beyond_measured,
                 meets_targets=item.why_not is None,
                 refused_by=next(
                     (v.code for v in item.plan.verdicts if v.severity == "error"), None

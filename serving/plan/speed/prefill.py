@@ -28,7 +28,7 @@ from serving.spec.profile import ModelSpec
 # (both fitted: serving.plan.fitted says why Hopper's share is the smaller). Blackwell (10, B200)
 # takes Hopper's share: the calibration set holds no published vLLM run on a B200, so nothing
 # was fitted there and B200 estimates are extrapolations the measured error bands do not cover
-# (`UNFITTED_GENERATIONS`).
+# (a B200's plan says so: serving.plan.accuracy.beyond_measured).
 PREFILL_MFU = {
     8: fitted.PREFILL_MFU_AMPERE,
     9: fitted.PREFILL_MFU_HOPPER,
@@ -39,8 +39,6 @@ PREFILL_MFU = {
 # FlashAttention-2 reaches 50-73% of A100 peak (Dao, "FlashAttention-2", 2023), taken at 0.6;
 # Hopper: fitted; Blackwell: Hopper's, as above.
 ATTENTION_MFU = {8: 0.6, 9: fitted.ATTENTION_MFU_HOPPER, 10: fitted.ATTENTION_MFU_HOPPER}
-# Compute capability majors whose shares were not fitted on published runs of their own.
-UNFITTED_GENERATIONS = (10,)
 # A chat workload's prompts are not all of its mean length: ShareGPT's, which the published chat
 # runs replay, fall off from the shortest with a long tail (Kwon et al., "Efficient Memory
 # Management for Large Language Model Serving with PagedAttention", SOSP 2023, Fig. 11), which

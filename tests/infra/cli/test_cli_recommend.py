@@ -21,7 +21,8 @@ from serving.recommend.ranking import catalog_spec, recommend
 _STILL_IN_THE_RUNNING = re.compile(
     r"^(cheapest per million output tokens within the latency targets"
     r"|\d+\.\d\dx the winner's cost"
-    r"(; a tie: within the planner's measured ±\d+% throughput error)?)(; DP\+EP over .*)?$"
+    r"(; a tie: within the planner's measured ±\d+% throughput error)?)(; DP\+EP over [^;]*)?"
+    r"(; beyond the measured runs: .*)?$"
 )
 
 
