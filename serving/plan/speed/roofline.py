@@ -113,11 +113,15 @@ def matmul_s(
     sampled: float | None = None,
 ) -> float:
     """Math for `tokens` tokens through the active weights, in steps of `step_tokens` (all of
-    them at once, by default); expert GEMMs run less efficiently, and pad their tiles
-    (expert_tile_efficiency). The weights every TP rank holds whole (MLA's down-projections)
-    are multiplied on every rank, not shared out. Two of the active weights are not multiplied
-    by every token (lm_head_flops): the input embedding is a row lookup, and the LM head
-    multiplies only the `sampled` rows (every token, by default: a decode step's)."""
+    them at once, by default). The dense GEMMs run at `mfu`, the phase's and generation's share
+    of peak. BF16 and FP8 experts run vLLM's fused-MoE kernel (Triton's, Marlin's W8A16 for FP8
+    on Ampere), which reaches one share of peak on every generation, EXPERT_MFU, and pads its
+    tiles (expert_tile_efficiency); experts in other formats (MXFP4, int4) run kernels written
+    for each generation, at a share of `mfu`, EXPERT_MFU_SHARE. The weights every TP rank
+    holds whole (MLA's down-projections) are multiplied on every rank, not shared out. Two of
+    the active weights are not multiplied by every token (lm_head_flops): the input embedding
+    is a row lookup, and the LM head multiplies only the `sampled` rows (every token, by
+    default: a decode step's)."""
     arch = spec.architecture
     routed = _routed_params(spec)
     body = arch.active_params - routed - arch.embedding_params
@@ -126,7 +130,11 @@ def matmul_s(
     gpu_rate = math_flops(spec) * mfu
     tiles = expert_tile_efficiency(spec, layout, tokens if step_tokens is None else step_tokens)
     expert_peak = _expert_math_flops(spec, layout)
-    expert_rate = layout.tensor * expert_peak * mfu * fitted.EXPERT_MFU_SHARE * tiles
+    if spec.expert_weights_dtype in FUSED_MOE_DTYPES:
+        expert_mfu = fitted.EXPERT_MFU
+    else:
+        expert_mfu = mfu * fitted.EXPERT_MFU_SHARE
+    expert_rate = layout.tensor * expert_peak * expert_mfu * tiles
     return (
         (dense - replicated) / (layout.tensor * gpu_rate)
         + replicated / gpu_rate

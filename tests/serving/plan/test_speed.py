@@ -21,6 +21,7 @@ from serving.plan.planner import plan, prefill_s
 from serving.plan.speed import (
     ATTENTION_MFU,
     EXPERT_HBM_EFFICIENCY,
+    EXPERT_MFU,
     EXPERT_MFU_SHARE,
     FP8_EXPERT_MATH_SPEEDUP,
     PREFILL_MFU,
@@ -127,7 +128,8 @@ class TestBlockFp8Experts:
         fp8 = bf16.model_copy(update={"quantization": "fp8"})
         body = arch.active_params - routed - 2 * 151936 * 4096
         dense = 2 * body / (4 * PREFILL_MFU[9])
-        experts = 2 * routed / (4 * PREFILL_MFU[9]) / EXPERT_MFU_SHARE
+        # the fused-MoE kernel's share of peak, not of the dense GEMMs' share
+        experts = 2 * routed / (4 * EXPERT_MFU)
         assert coefficients(bf16)[0] == pytest.approx(
             dense / H100.bf16_dense_flops + experts / H100.bf16_dense_flops
         )
@@ -144,7 +146,7 @@ class TestBlockFp8Experts:
         # DeepEP, vLLM multiplies them with DeepGEMM (2x over BF16 here), with its default
         # all-to-all with the Triton kernel it uses under TP (1.5x here). Per prompt token, the
         # routed 8/128 of 227.2B expert parameters cost 2 x 14.2B FLOPs at BF16 peak x the
-        # prefill efficiency x the experts' share of it, over the gain.
+        # fused-MoE kernel's share of it (EXPERT_MFU), over the gain.
         monkeypatch.setattr(fitted, "FP8_EXPERT_MATH_SPEEDUP", 1.5)
         monkeypatch.setattr(fitted, "DEEPGEMM_EXPERT_MATH_SPEEDUP", 2.0)
         arch = ARCHITECTURES["qwen3-235b-a22b"]
@@ -155,7 +157,7 @@ class TestBlockFp8Experts:
         deepgemm = triton.model_copy(
             update={"engine_args": {"all2all_backend": "deepep_high_throughput"}}
         )
-        experts = 2 * routed / (H100.bf16_dense_flops * PREFILL_MFU[9] * EXPERT_MFU_SHARE)
+        experts = 2 * routed / (H100.bf16_dense_flops * EXPERT_MFU)
         assert coefficients(triton)[0] - coefficients(deepgemm)[0] == pytest.approx(
             experts / 1.5 - experts / 2.0
         )
@@ -164,6 +166,38 @@ class TestBlockFp8Experts:
             update={"tensor": 4, "data": 1})})  # fmt: skip
         tp_deepep = tp.model_copy(update={"engine_args": deepgemm.engine_args})
         assert coefficients(tp_deepep) == coefficients(tp)
+
+
+class TestExpertShareByKernel:
+    """BF16 and FP8 experts run vLLM's fused-MoE kernel at one share of peak on every
+    generation; MXFP4 experts run kernels written for each, at a share of its dense rate."""
+
+    @pytest.mark.usefixtures("no_tile_padding")
+    def test_fused_moe_experts_take_one_share_of_each_gpus_peak(self) -> None:
+        # Qwen3-30B-A3B: 8 of 128 experts routed. Its dense matmuls run at each generation's
+        # prefill share of peak; its experts at EXPERT_MFU of peak on both, so an A100 takes
+        # the peaks' ratio longer over them (989.4 / 312 TFLOP/s), not the dense rates'.
+        arch = ARCHITECTURES["qwen3-30b-a3b"]
+        routed = arch.expert_params * 8 / 128
+        body = arch.active_params - routed - arch.embedding_params
+        a100 = ACCELERATORS["a100-80gb"]
+        for gpu in (H100, a100):
+            qwen = spec(architecture="qwen3-30b-a3b", accelerator=gpu.key)
+            dense = 2 * body / (gpu.bf16_dense_flops * PREFILL_MFU[gpu.compute_capability[0]])
+            experts = 2 * routed / (gpu.bf16_dense_flops * EXPERT_MFU)
+            assert coefficients(qwen)[0] == pytest.approx(dense + experts)
+
+    def test_mxfp4_experts_follow_the_dense_rate(self) -> None:
+        # gpt-oss-20b: MXFP4 experts, 4 of 32 routed, weight-only on both GPUs (BF16 math),
+        # at EXPERT_MFU_SHARE of the generation's prefill rate.
+        arch = ARCHITECTURES["gpt-oss-20b"]
+        routed = arch.expert_params * 4 / 32
+        body = arch.active_params - routed - arch.embedding_params
+        for gpu in (H100, ACCELERATORS["a100-80gb"]):
+            oss = spec(architecture="gpt-oss-20b", accelerator=gpu.key)
+            rate = gpu.bf16_dense_flops * PREFILL_MFU[gpu.compute_capability[0]]
+            expected = 2 * body / rate + 2 * routed / (rate * EXPERT_MFU_SHARE)
+            assert coefficients(oss)[0] == pytest.approx(expected)
 
 
 class TestPrefillMemory:
