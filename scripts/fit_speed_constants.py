@@ -308,59 +308,60 @@ def refit(rows: Sequence[Row] | None = None, loss: tuple[str, float] = LOSS) -> 
     return values
 
 
-def cross_validate() -> str:
-    """Each candidate loss refitted CV_FOLDS times, each time on the fit rows of all pages but a
-    fifth (pages shuffled with a fixed seed), and scored on the fit rows of the pages left out;
-    the table of their errors. Today's constants are restored afterwards."""
+def _unseen_page_errors(scored: Sequence[Row], loss: tuple[str, float] = LOSS) -> list[float]:
+    """|error| of `scored`'s rows on pages no fit saw: the fit repeated CV_FOLDS times, each
+    time on the fit rows of all pages but a fifth of `scored`'s (shuffled with a fixed seed),
+    and scored on `scored`'s rows of the pages left out. Today's constants are restored
+    afterwards."""
     import random
 
     today = {name: _get(name) for name in CONSTANTS}
     fit_rows = [row for row in ROWS if row.part == "fit"]
-    pages = sorted({row.source for row in fit_rows})
-    random.Random(0).shuffle(pages)
-    folds = [set(pages[i::CV_FOLDS]) for i in range(CV_FOLDS)]
-    lines = [
-        f"{len(pages)} pages in {CV_FOLDS} folds; each fold's fit rows, fitted without them:",
-        f"{'loss (scale)':<16}{'rows':>5}{'within ±25%':>13}{'median':>8}",
-    ]
-    for loss in CANDIDATE_LOSSES:
-        errors: list[float] = []
-        for fold in folds:
-            for name, value in today.items():
-                _set(name, value)
-            refit([row for row in fit_rows if row.source not in fold], loss)
-            errors += [abs(s.error) for s in score([r for r in fit_rows if r.source in fold])]
-        inside = sum(error <= 0.25 for error in errors) / len(errors)
-        name = f"{loss[0]} ({loss[1]:g})"
-        lines.append(f"{name:<16}{len(errors):>5}{inside:>13.0%}{statistics.median(errors):>8.1%}")
-    for name, value in today.items():
-        _set(name, value)
-    return "\n".join(lines)
-
-
-def cross_validate_pages() -> str:
-    """The fit repeated CV_FOLDS times, each time without a fifth of the set's pages (shuffled
-    with a fixed seed), and scored on every row of the pages left out, fit and held alike: how
-    the speed model does on pages no fit saw, which is what a reviewer's other published runs
-    are. Today's constants are restored afterwards."""
-    import random
-
-    today = {name: _get(name) for name in CONSTANTS}
-    pages = sorted({row.source for row in ROWS})
+    pages = sorted({row.source for row in scored})
     random.Random(0).shuffle(pages)
     errors: list[float] = []
     for i in range(CV_FOLDS):
         fold = set(pages[i::CV_FOLDS])
         for name, value in today.items():
             _set(name, value)
-        refit([row for row in ROWS if row.part == "fit" and row.source not in fold])
-        errors += [abs(s.error) for s in score([r for r in ROWS if r.source in fold])]
+        refit([row for row in fit_rows if row.source not in fold], loss)
+        errors += [abs(s.error) for s in score([r for r in scored if r.source in fold])]
     for name, value in today.items():
         _set(name, value)
-    inside = sum(error <= 0.25 for error in errors) / len(errors)
+    return errors
+
+
+def _within(errors: Sequence[float]) -> float:
+    return sum(error <= 0.25 for error in errors) / len(errors)
+
+
+def cross_validate() -> str:
+    """Each candidate loss scored on the fit rows of pages no fit saw (_unseen_page_errors);
+    the table of their errors."""
+    fit_rows = [row for row in ROWS if row.part == "fit"]
+    pages = {row.source for row in fit_rows}
+    lines = [
+        f"{len(pages)} pages in {CV_FOLDS} folds; each fold's fit rows, fitted without them:",
+        f"{'loss (scale)':<16}{'rows':>5}{'within ±25%':>13}{'median':>8}",
+    ]
+    for loss in CANDIDATE_LOSSES:
+        errors = _unseen_page_errors(fit_rows, loss)
+        name = f"{loss[0]} ({loss[1]:g})"
+        lines.append(
+            f"{name:<16}{len(errors):>5}{_within(errors):>13.0%}{statistics.median(errors):>8.1%}"
+        )
+    return "\n".join(lines)
+
+
+def cross_validate_pages() -> str:
+    """Every row of the set, fit and held alike, scored on pages no fit saw
+    (_unseen_page_errors): what a reviewer's other published runs are."""
+    errors = _unseen_page_errors(ROWS)
+    pages = len({row.source for row in ROWS})
     return (
-        f"{len(pages)} pages in {CV_FOLDS} folds, each refitted without its pages: {len(errors)} "
-        f"rows of unseen pages, {inside:.0%} within ±25%, median {statistics.median(errors):.1%}"
+        f"{pages} pages in {CV_FOLDS} folds, each refitted without its pages: {len(errors)} "
+        f"rows of unseen pages, {_within(errors):.0%} within ±25%, median "
+        f"{statistics.median(errors):.1%}"
     )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from serving.plan.error_bands import MEASURED, MEASURED_FEATURES
+from serving.plan.kv_cache import layer_runs
 from serving.spec.parts import Parallelism
 from serving.spec.profile import ModelSpec
 
@@ -82,11 +83,9 @@ def exercised(spec: ModelSpec, layout: Parallelism) -> frozenset[str]:
     found = {f"{on} GPUs", f"{spec.weights_dtype} weights on {on}"}
     if arch.is_moe:
         found.add(f"{spec.expert_weights_dtype} experts on {on}")
-    runs = arch.attention_layers
-    if runs is None:
-        kinds = {ATTENTION_NAMES["mla" if arch.attention == "mla" else "full"]}
-    else:
-        kinds = {SPARSE_MLA if run.indexer_topk else ATTENTION_NAMES[run.kind] for run in runs}
+    kinds = {
+        SPARSE_MLA if run.indexer_topk else ATTENTION_NAMES[run.kind] for run in layer_runs(spec)
+    }
     found |= {f"{kind} on {on}" for kind in kinds}
     if arch.attention_sinks:
         found.add(f"attention sinks on {on}")

@@ -161,7 +161,7 @@ def _hybrid(specs: list[tuple[LayerSpec, int]], batched: int) -> KVCacheLayout:
     return KVCacheLayout(tuple(groups), page * size, batched)
 
 
-def _runs(spec: ModelSpec) -> list[LayerAttention]:
+def layer_runs(spec: ModelSpec) -> list[LayerAttention]:
     """The layers by kind; an architecture without runs attends fully (or with MLA) in every
     layer, since Architecture requires runs wherever a layer's cache is bounded."""
     arch = spec.architecture
@@ -193,13 +193,13 @@ def _layer_specs(
     is replicated once TP exceeds them), MLA's latent whole on every rank."""
     arch = spec.architecture
     tp, dtype = parallelism.tensor, _kv_dtype_bytes(spec)
-    hybrid_state = any(run.kind == "linear" for run in _runs(spec))
+    hybrid_state = any(run.kind == "linear" for run in layer_runs(spec))
     attention_token = 2 * max(1, arch.num_kv_heads // tp) * arch.head_dim * dtype
     attention_block = block_tokens
     if hybrid_state:
         attention_block = _attention_block_for_state(spec, tp, attention_token, block_tokens)
     out: list[tuple[LayerSpec, int]] = []
-    for run in _runs(spec):
+    for run in layer_runs(spec):
         layers = math.ceil(run.layers / parallelism.pipeline)
         if run.kind == "mla":
             out.extend((s, layers) for s in _mla_specs(spec, run))
@@ -244,5 +244,5 @@ def _attention_block_for_state(
 ) -> int:
     """vLLM grows the attention block until its page holds one Mamba state, in steps of the
     larger of the kernel's smallest block and the configured one (16 for FlashAttention)."""
-    state = max(_linear_state_bytes(r, tp) for r in _runs(spec) if r.kind == "linear")
+    state = max(_linear_state_bytes(r, tp) for r in layer_runs(spec) if r.kind == "linear")
     return alignment * math.ceil(state / (alignment * attention_token))
